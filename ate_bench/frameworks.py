@@ -1,0 +1,62 @@
+"""The three frameworks under test, as data: where each one's pinned source comes from.
+
+`pithtrain` is this repository at HEAD (`git archive`), minus the benchmark itself so the agent never
+sees checkers or gold solutions. The other two come from their git repository at the commit the paper
+pinned when the network allows, else from the PyPI source distribution at a pinned version and sha256.
+The sdists are smaller than the repositories; what each lacks is recorded in `pypi_lacks` and copied
+into every run record of that mode.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FrameworkSource:
+    name: str
+    git_url: str
+    """Empty for `pithtrain`, which is archived from this repository."""
+    git_commit: str
+    """The paper's pin (a prefix is enough; the full hash resolved at checkout is recorded)."""
+    pypi_requirement: str
+    """`name==version` for `pip download --no-deps --no-binary :all:`; empty where there is none."""
+    pypi_filename: str
+    pypi_sha256: str
+    pypi_lacks: str
+    """What the sdist does not hold that the git tree does."""
+    exclude: tuple[str, ...] = ()
+    """Paths left out of the workspace."""
+
+
+FRAMEWORKS: dict[str, FrameworkSource] = {
+    "pithtrain": FrameworkSource(
+        name="pithtrain",
+        git_url="",
+        git_commit="HEAD",
+        pypi_requirement="",
+        pypi_filename="",
+        pypi_sha256="",
+        pypi_lacks="",
+        exclude=("ate_bench", "tasks", "tests/ate_bench", "tests/fixtures/ate", "results"),
+    ),
+    "megatron-lm": FrameworkSource(
+        name="megatron-lm",
+        git_url="https://github.com/NVIDIA/Megatron-LM.git",
+        git_commit="3bec9aa",
+        # 0.19.2 declares Requires-Python >=3.12; the download passes --ignore-requires-python.
+        pypi_requirement="megatron-core==0.19.2",
+        pypi_filename="megatron_core-0.19.2.tar.gz",
+        pypi_sha256="de643eee32007a7504ad52f061103fe7432503603b6321c16c861eb67dbd3353",
+        pypi_lacks="megatron/core and megatron/training only: no pretrain_gpt.py, examples/ or tests/",
+    ),
+    "torchtitan": FrameworkSource(
+        name="torchtitan",
+        git_url="https://github.com/pytorch/torchtitan.git",
+        git_commit="d84e83d",
+        pypi_requirement="torchtitan==0.3.0",
+        pypi_filename="torchtitan-0.3.0.tar.gz",
+        pypi_sha256="6351b2dc6cdd8bdad15cd2ce5d9520e391a75b584770d2ebd925cc3321cd1b47",
+        pypi_lacks="the torchtitan package only: no tests/assets (test tokenizer and dataset)",
+    ),
+}
+
+SOURCE_MODES = ("auto", "git", "pypi")

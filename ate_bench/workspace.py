@@ -1,0 +1,300 @@
+"""Materialize a fresh framework workspace, strip or keep agent instruction files, diff it at the end.
+
+Every mode ends in the same shape: a plain tree (no upstream history) with a one-commit git repository
+made by the harness, so the agent sees the same kind of checkout on every framework and the run's
+diff is `git` against that baseline commit. The tree hash identifies the framework source that was
+used: sha256 over each file's path, executable bit and content sha256, computed before anything is
+stripped or added.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ate_bench.frameworks import FRAMEWORKS, SOURCE_MODES, FrameworkSource
+
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "pithtrain-ate"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# What "agent instruction files" means, the same for every framework (the skills ablation's switch).
+AGENT_FILE_NAMES = ("AGENTS.md", "CLAUDE.md")
+AGENT_DIR_NAMES = (".claude", ".codex", ".agents")
+SKILL_FILE = "SKILL.md"  # a directory named `skills` holding one of these is a skills tree
+
+# pip's words for "the index could not be reached" (as opposed to "no such version").
+_NETWORK_MARKERS = (
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ProxyError",
+    "Connection refused",
+)
+
+# Diff limits: a workspace may hold checkpoints and traces; the record keeps text, not data.
+_MAX_NEW_FILE_BYTES = 64 * 1024
+_MAX_LISTED_NEW_FILES = 200
+_MAX_DIFF_CHARS = 2_000_000
+
+
+class MaterializeError(RuntimeError):
+    """The framework source could not be obtained or did not match its pin."""
+
+
+class NetworkError(MaterializeError):
+    """The git host or package index could not be reached."""
+
+
+@dataclass
+class Workspace:
+    path: Path
+    framework: str
+    mode: str
+    """`repo` (pithtrain via git archive), `git` (upstream commit) or `pypi` (sdist)."""
+    version: str
+    """Full commit hash, or `name==version`."""
+    tree_sha256: str
+    skills: str
+    """`kept` or `stripped`."""
+    stripped: list[str] = field(default_factory=list)
+    prepared: list[str] = field(default_factory=list)
+    source: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def tree_sha256(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if ".git" not in p.relative_to(root).parts):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            h.update(f"{rel}\0l\0{os.readlink(path)}\n".encode())
+        elif path.is_file():
+            mode = "x" if os.access(path, os.X_OK) else "-"
+            h.update(f"{rel}\0{mode}\0{file_sha256(path)}\n".encode())
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _git(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, timeout=timeout)
+    if done.returncode != 0:
+        raise MaterializeError(f"git {' '.join(args)} failed: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout.decode(errors="replace")
+
+
+def _extract_tar(archive: Path, dest: Path, strip_top: bool, exclude: tuple[str, ...] = ()) -> None:
+    """Extract with tarfile's `data` filter (no absolute paths, no links out of dest)."""
+
+    def keep(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+        parts = Path(member.name).parts
+        if strip_top:
+            parts = parts[1:]
+        if not parts:
+            return None
+        name = "/".join(parts)
+        if any(name == ex or name.startswith(ex + "/") for ex in exclude):
+            return None
+        return tarfile.data_filter(member.replace(name=name, deep=False), path)
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter=keep)
+
+
+def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace) -> None:
+    commit = _git("rev-parse", "HEAD", cwd=REPO_ROOT).strip()
+    if _git("status", "--porcelain", cwd=REPO_ROOT).strip():
+        ws.notes.append(f"this repository has uncommitted changes; the workspace holds HEAD {commit} only")
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "head.tar"
+        _git("archive", "--format=tar", f"--output={archive}", "HEAD", cwd=REPO_ROOT)
+        _extract_tar(archive, dest, strip_top=False, exclude=fw.exclude)
+    ws.mode, ws.version = "repo", commit
+    ws.source = {"repo": str(REPO_ROOT), "commit": commit, "excluded": ", ".join(fw.exclude)}
+
+
+def _git_cache_has(clone: Path, commit: str) -> bool:
+    try:
+        return clone.is_dir() and bool(_git("rev-parse", "--verify", f"{commit}^{{commit}}", cwd=clone))
+    except MaterializeError:
+        return False
+
+
+def _git_reachable(url: str) -> bool:
+    try:
+        _git("ls-remote", "--exit-code", url, "HEAD", timeout=30)
+    except (MaterializeError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def _from_git(fw: FrameworkSource, dest: Path, cache_dir: Path, ws: Workspace) -> None:
+    clone = cache_dir / "git" / f"{fw.name}.git"
+    if not _git_cache_has(clone, fw.git_commit):
+        try:
+            if clone.is_dir():
+                _git("fetch", "--quiet", "origin", cwd=clone, timeout=3600)
+            else:
+                clone.parent.mkdir(parents=True, exist_ok=True)
+                _git("clone", "--bare", "--quiet", fw.git_url, str(clone), timeout=3600)
+        except (MaterializeError, subprocess.TimeoutExpired) as e:
+            raise NetworkError(f"{fw.name}: cannot fetch {fw.git_url}: {e}") from e
+    commit = _git("rev-parse", "--verify", f"{fw.git_commit}^{{commit}}", cwd=clone).strip()
+    assert commit.startswith(fw.git_commit), (commit, fw.git_commit)
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "src.tar"
+        _git("archive", "--format=tar", f"--output={archive}", commit, cwd=clone)
+        _extract_tar(archive, dest, strip_top=False)
+    ws.mode, ws.version = "git", commit
+    ws.source = {"git_url": fw.git_url, "commit": commit}
+
+
+def pypi_download(fw: FrameworkSource, cache_dir: Path) -> Path:
+    """The pinned sdist, from the cache or through pip (which picks its configured index)."""
+    cached = cache_dir / "pypi" / fw.pypi_filename
+    if cached.is_file() and file_sha256(cached) == fw.pypi_sha256:
+        return cached
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+        cmd += ["--ignore-requires-python", "--disable-pip-version-check", "-d", tmp, fw.pypi_requirement]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        log = done.stdout + done.stderr
+        if done.returncode != 0:
+            kind = NetworkError if any(m in log for m in _NETWORK_MARKERS) else MaterializeError
+            raise kind(f"pip download {fw.pypi_requirement} failed:\n{log[-3000:]}")
+        got = Path(tmp) / fw.pypi_filename
+        if not got.is_file():
+            raise MaterializeError(f"pip download {fw.pypi_requirement} did not produce {fw.pypi_filename}")
+        digest = file_sha256(got)
+        if digest != fw.pypi_sha256:
+            raise MaterializeError(
+                f"{fw.pypi_filename}: sha256 {digest} does not match the pin {fw.pypi_sha256}"
+            )
+        shutil.move(got, cached)
+    return cached
+
+
+def _from_pypi(fw: FrameworkSource, dest: Path, cache_dir: Path, ws: Workspace) -> None:
+    sdist = pypi_download(fw, cache_dir)
+    _extract_tar(sdist, dest, strip_top=True)
+    ws.mode, ws.version = "pypi", fw.pypi_requirement
+    ws.source = {"sdist": fw.pypi_filename, "sha256": fw.pypi_sha256, "lacks": fw.pypi_lacks}
+    ws.notes.append(f"PyPI mode: {fw.pypi_lacks}")
+
+
+def strip_agent_files(root: Path) -> list[str]:
+    """Remove AGENTS.md, CLAUDE.md, .claude/.codex/.agents dirs and skills trees; return what went."""
+    doomed: list[Path] = []
+    for path in root.rglob("*"):
+        if ".git" in path.relative_to(root).parts or any(path.is_relative_to(d) for d in doomed):
+            continue
+        if path.name in AGENT_FILE_NAMES and path.is_file():
+            doomed.append(path)
+        elif path.is_dir() and (
+            path.name in AGENT_DIR_NAMES or (path.name == "skills" and any(path.rglob(SKILL_FILE)))
+        ):
+            doomed.append(path)
+    for path in doomed:
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    return sorted(p.relative_to(root).as_posix() for p in doomed)
+
+
+def materialize(
+    framework: str,
+    dest: Path,
+    mode: str = "auto",
+    skills: bool = True,
+    prepare_dir: Path | None = None,
+    cache_dir: Path = DEFAULT_CACHE_DIR,
+) -> Workspace:
+    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, baseline."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
+    if mode not in SOURCE_MODES:
+        raise ValueError(f"unknown source mode {mode!r}; known: {', '.join(SOURCE_MODES)}")
+    fw = FRAMEWORKS[framework]
+    dest.mkdir(parents=True, exist_ok=False)
+    ws = Workspace(path=dest, framework=framework, mode="", version="", tree_sha256="", skills="")
+
+    if framework == "pithtrain":
+        _from_repo(fw, dest, ws)
+    elif mode == "git":
+        _from_git(fw, dest, cache_dir, ws)
+    elif mode == "pypi":
+        _from_pypi(fw, dest, cache_dir, ws)
+    elif _git_cache_has(cache_dir / "git" / f"{fw.name}.git", fw.git_commit) or _git_reachable(fw.git_url):
+        _from_git(fw, dest, cache_dir, ws)
+    else:
+        ws.notes.append(f"auto mode: {fw.git_url} unreachable, used the PyPI sdist")
+        _from_pypi(fw, dest, cache_dir, ws)
+
+    ws.tree_sha256 = tree_sha256(dest)
+    ws.skills = "kept" if skills else "stripped"
+    if not skills:
+        ws.stripped = strip_agent_files(dest)
+    if prepare_dir is not None and prepare_dir.is_dir():
+        shutil.copytree(prepare_dir, dest, dirs_exist_ok=True)
+        ws.prepared = sorted(
+            p.relative_to(prepare_dir).as_posix() for p in prepare_dir.rglob("*") if p.is_file()
+        )
+    _git("init", "--quiet", cwd=dest)
+    _git("add", "--all", "--force", cwd=dest)
+    ident = [
+        "-c",
+        "user.name=ate-bench",
+        "-c",
+        "user.email=ate-bench@localhost",
+        "-c",
+        "commit.gpgsign=false",
+    ]
+    _git(*ident, "commit", "--quiet", "--allow-empty", "-m", "ATE-Bench workspace baseline", cwd=dest)
+    return ws
+
+
+def workspace_diff(root: Path) -> tuple[str, list[str]]:
+    """(diff text against the baseline commit, changed paths). New files are shown if small and text."""
+    status = _git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", cwd=root)
+    entries = [e for e in status.split("\0") if e]
+    changed = sorted(e[3:] for e in entries)  # nothing is staged after the baseline, so no rename pairs
+    parts = [_git("diff", "HEAD", "--stat", cwd=root), _git("diff", "HEAD", cwd=root)]
+    new = sorted(e[3:] for e in entries if e[:2] in ("??", "!!"))
+    for i, rel in enumerate(new):
+        if i == _MAX_LISTED_NEW_FILES:
+            parts.append(f"... and {len(new) - i} more new files\n")
+            break
+        path = root / rel
+        data = path.read_bytes() if path.is_file() and path.stat().st_size <= _MAX_NEW_FILE_BYTES else None
+        if data is None or b"\0" in data:
+            size = path.stat().st_size if path.exists() else 0
+            parts.append(f"new file {rel} ({size} bytes, not shown)\n")
+            continue
+        lines = data.decode(errors="replace").splitlines()
+        body = "".join(f"+{line}\n" for line in lines)
+        header = f"diff --git a/{rel} b/{rel}\nnew file\n--- /dev/null\n+++ b/{rel}\n"
+        parts.append(f"{header}@@ -0,0 +1,{len(lines)} @@\n{body}")
+    text = "".join(parts)
+    if len(text) > _MAX_DIFF_CHARS:
+        text = text[:_MAX_DIFF_CHARS] + f"\n[diff truncated at {_MAX_DIFF_CHARS} characters]\n"
+    return text, changed
