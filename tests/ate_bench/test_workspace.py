@@ -1,0 +1,89 @@
+"""Workspace materialization: the instruction-file switch, the tree hash, and the PyPI mode."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ate_bench.frameworks import FRAMEWORKS
+from ate_bench.workspace import NetworkError, materialize, strip_agent_files, tree_sha256, workspace_diff
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_strip_agent_files_is_one_rule_for_every_tree(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "AGENTS.md": "root",
+            "CLAUDE.md": "see AGENTS.md",
+            "pkg/AGENTS.md": "nested",
+            ".claude/settings.json": "{}",
+            ".claude/hooks/pre.sh": "",
+            "skills/run-smoke/SKILL.md": "---\nname: run-smoke\n---",
+            "skills/run-smoke/check.py": "",
+            "pkg/skills/__init__.py": "",  # a code package called skills: kept (no SKILL.md)
+            "pkg/model.py": "",
+        },
+    )
+    stripped = strip_agent_files(root)
+    assert stripped == [".claude", "AGENTS.md", "CLAUDE.md", "pkg/AGENTS.md", "skills"]
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
+        "pkg/model.py",
+        "pkg/skills/__init__.py",
+    ]
+
+
+def test_tree_hash_is_deterministic_and_sees_content_and_mode(tmp_path):
+    a = _tree(tmp_path / "a", {"x.py": "1", "d/y.sh": "echo"})
+    b = _tree(tmp_path / "b", {"d/y.sh": "echo", "x.py": "1"})
+    assert tree_sha256(a) == tree_sha256(b)
+    os.chmod(b / "d/y.sh", 0o755)
+    assert tree_sha256(a) != tree_sha256(b)
+    (a / ".git").mkdir()
+    (a / ".git" / "HEAD").write_text("ref")  # the harness's baseline repo is not part of the source
+    os.chmod(a / "d/y.sh", 0o755)
+    assert tree_sha256(a) == tree_sha256(b)
+
+
+def test_workspace_diff_shows_edits_and_lists_large_new_files(tmp_path, monkeypatch):
+    ws = materialize("pithtrain", tmp_path / "ws", cache_dir=tmp_path / "cache")
+    (ws.path / "pyproject.toml").write_text((ws.path / "pyproject.toml").read_text() + "# edited\n")
+    (ws.path / "out").mkdir()
+    (ws.path / "out" / "ckpt.bin").write_bytes(b"\0" * 100_000)
+    diff, changed = workspace_diff(ws.path)
+    assert "+# edited" in diff and "new file out/ckpt.bin (100000 bytes, not shown)" in diff
+    assert changed == ["out/ckpt.bin", "pyproject.toml"]
+
+
+def test_pypi_materialization_of_torchtitan(tmp_path):
+    """Network to the package index exists in CI; skipped only when pip cannot reach it."""
+    fw = FRAMEWORKS["torchtitan"]
+    try:
+        first = materialize("torchtitan", tmp_path / "ws1", mode="pypi", cache_dir=tmp_path / "cache")
+    except NetworkError as e:
+        pytest.skip(f"package index unreachable: {str(e).splitlines()[0]}")
+    assert first.mode == "pypi" and first.version == "torchtitan==0.3.0"
+    assert first.source["sha256"] == fw.pypi_sha256
+    assert (first.path / "torchtitan" / "__init__.py").is_file()
+    assert (tmp_path / "cache" / "pypi" / fw.pypi_filename).is_file()
+    assert any("tests/assets" in n for n in first.notes)
+    # From the cache the second time: the same tree, the same hash, computed the same way.
+    second = materialize("torchtitan", tmp_path / "ws2", mode="pypi", cache_dir=tmp_path / "cache")
+    assert len(first.tree_sha256) == 64
+    assert first.tree_sha256 == second.tree_sha256 == tree_sha256(second.path)
+
+
+def test_unreachable_index_is_a_network_error(tmp_path, monkeypatch):
+    # What lets the test above skip offline and fail on anything else (a wrong pin, a missing file).
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "1")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    with pytest.raises(NetworkError, match="torchtitan==0.3.0"):
+        materialize("torchtitan", tmp_path / "ws", mode="pypi", cache_dir=tmp_path / "cache")
