@@ -77,11 +77,11 @@ def kill_tree(root: int) -> None:
                 pass
         if sig == signal.SIGTERM:
             deadline = time.monotonic() + KILL_GRACE_S
-            while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            while time.monotonic() < deadline and any(is_alive(p) for p in pids):
                 time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

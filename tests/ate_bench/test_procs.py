@@ -3,7 +3,7 @@
 import os
 import time
 
-from ate_bench.procs import run_process_tree
+from ate_bench.procs import is_alive, run_process_tree
 
 # A fake agent: a background child, a grandchild, and one that escapes the process group with setsid.
 # Each writes its pid to a file, then everything sleeps far past the limit.
@@ -14,14 +14,6 @@ setsid sleep 300 & echo $! > escaped.pid
 echo started
 sleep 300
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        return False
-    return state[state.rfind(")") + 2] != "Z"
 
 
 def test_timeout_kills_the_whole_tree(tmp_path):
@@ -41,9 +33,9 @@ def test_timeout_kills_the_whole_tree(tmp_path):
     assert lines[0][0] >= result.start  # stamped on arrival
     pids = [int((tmp_path / f"{name}.pid").read_text()) for name in ("child", "grandchild", "escaped")]
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(is_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if is_alive(p)]
 
 
 def test_clean_exit_is_not_a_timeout(tmp_path):

@@ -71,7 +71,7 @@ def test_operate_record_has_diff_prepare_and_hidden_benchmark(dirs):
     assert main(["--tasks-dir", str(TOY_TASKS), "check", "--record", str(record)]) == 1
 
 
-def test_no_skills_strips_agent_files(dirs, monkeypatch, tmp_path):
+def test_no_skills_strips_agent_files(dirs):
     # The pithtrain workspace is `git archive HEAD` of this repo; strip whatever instruction files it has.
     rec = _run("qa-01", "noop", dirs, skills=False)
     ws = Path(rec["workspace"])
