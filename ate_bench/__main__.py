@@ -39,9 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser(
-        "run", help="materialize a workspace, run an agent on a task, check it, record the run"
-    )
+    run = sub.add_parser("run", help="materialize a workspace, run an agent on a task, check it, record the run")
     run.add_argument("--task", required=True, help="task id, e.g. qa-01 (see `list`)")
     run.add_argument("--framework", required=True, choices=list(FRAMEWORKS))
     run.add_argument(
@@ -55,9 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="model passed to the agent CLI (required for mini-swe-agent, e.g. anthropic/claude-sonnet-4-5)",
     )
-    run.add_argument(
-        "--repeat", type=int, default=1, help="independent runs, each on a fresh workspace (the paper: 3)"
-    )
+    run.add_argument("--repeat", type=int, default=1, help="independent runs, each on a fresh workspace (the paper: 3)")
     run.add_argument(
         "--no-skills",
         action="store_true",
@@ -95,17 +91,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list tasks, frameworks and agents")
 
     check = sub.add_parser("check", help="re-run a task's checker on a saved workspace")
-    check.add_argument(
-        "--record", type=Path, help="a run's record.json (gives task, framework, workspace, answer)"
-    )
+    check.add_argument("--record", type=Path, help="a run's record.json (gives task, framework, workspace, answer)")
     check.add_argument("--task", help="task id (without --record)")
     check.add_argument("--framework", choices=list(FRAMEWORKS), help="(without --record)")
     check.add_argument("--workspace", type=Path, help="(without --record)")
     check.add_argument("--answer", type=Path, help="the agent's final message (Q&A); default: an empty file")
 
-    sub.add_parser(
-        "report", help="medians over repeats as a Markdown table, from the records in --results-dir"
-    )
+    sub.add_parser("report", help="medians over repeats as a Markdown table, from the records in --results-dir")
     return p
 
 

@@ -104,9 +104,7 @@ def make_launch(
     else:
         raise ValueError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
     if shutil.which(argv[0], path=environ.get("PATH")) is None:
-        raise CannotStart(
-            f"{agent}: command {argv[0]!r} is not on PATH; see ate_bench/README.md to install it"
-        )
+        raise CannotStart(f"{agent}: command {argv[0]!r} is not on PATH; see ate_bench/README.md to install it")
     return AgentLaunch(argv=argv, env={**extra, **keys}, secret_names=sorted(keys))
 
 
@@ -148,18 +146,14 @@ def parse_transcript(agent: str, run_dir: Path) -> Transcript:
     elif agent == "codex":
         rollout = run_dir / ROLLOUT_FILE
         if not rollout.is_file():
-            raise FileNotFoundError(
-                f"{rollout}: the Codex session rollout was not found; calls cannot be counted"
-            )
+            raise FileNotFoundError(f"{rollout}: the Codex session rollout was not found; calls cannot be counted")
         return parse_codex(stream, [json.loads(x) for x in rollout.read_text().splitlines() if x.strip()])
     elif agent == "mini-swe-agent":
         return parse_mini_trajectory(json.loads((run_dir / TRAJECTORY_FILE).read_text()))
     elif agent in HARNESS_AGENTS:
         text = "\n".join(e.get("text", json.dumps(e)) for _, e in stream)
         notes = [f"{agent} is harness validation, not an agent: no model calls"]
-        return Transcript(
-            [], [], [t for t, _ in stream], 0, final_message=text, notes=notes, agent_version="ate-bench"
-        )
+        return Transcript([], [], [t for t, _ in stream], 0, final_message=text, notes=notes, agent_version="ate-bench")
     else:
         raise ValueError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
 
@@ -262,9 +256,7 @@ def parse_codex(stream: list[tuple[float, dict]], rollout: list[dict]) -> Transc
         output_total = sum(c.output_tokens for c in calls)
         notes.append("no turn.completed event (run killed?): output tokens summed over calls")
     elif output_total != sum(c.output_tokens for c in calls):
-        notes.append(
-            f"turn.completed output {output_total} != rollout sum {sum(c.output_tokens for c in calls)}"
-        )
+        notes.append(f"turn.completed output {output_total} != rollout sum {sum(c.output_tokens for c in calls)}")
     finals = [
         ev["item"].get("text", "")
         for _, ev in stream
@@ -277,9 +269,7 @@ def parse_codex(stream: list[tuple[float, dict]], rollout: list[dict]) -> Transc
 def parse_mini_trajectory(traj: dict) -> Transcript:
     fmt = traj.get("trajectory_format")
     if fmt != "mini-swe-agent-1.1":
-        raise ValueError(
-            f"mini-swe-agent trajectory format {fmt!r}: only 'mini-swe-agent-1.1' (v2) has timestamps"
-        )
+        raise ValueError(f"mini-swe-agent trajectory format {fmt!r}: only 'mini-swe-agent-1.1' (v2) has timestamps")
     info = traj.get("info", {})
     calls: list[ModelCall] = []
     spans: list[ToolSpan] = []
@@ -298,9 +288,7 @@ def parse_mini_trajectory(traj: dict) -> Transcript:
                 names = [tc["function"]["name"] for tc in msg["tool_calls"]]
             else:
                 names = ["bash"] * len(extra.get("actions", []))
-            calls.append(
-                ModelCall(t, usage["prompt_tokens"] - cached, cached, usage["completion_tokens"], names)
-            )
+            calls.append(ModelCall(t, usage["prompt_tokens"] - cached, cached, usage["completion_tokens"], names))
             open_tools = [(n, t) for n in names]
         elif msg["role"] in ("user", "tool") and "returncode" in extra and open_tools:
             name, t0 = open_tools.pop(0)

@@ -54,9 +54,7 @@ def nvidia_smi_source() -> list[GpuReading] | None:
     for uuid, pid in apps:
         pids_by_uuid.setdefault(uuid, []).append(int(pid))
     return [
-        GpuReading(
-            int(index), float(util) if util.replace(".", "").isdigit() else 0.0, pids_by_uuid.get(uuid, [])
-        )
+        GpuReading(int(index), float(util) if util.replace(".", "").isdigit() else 0.0, pids_by_uuid.get(uuid, []))
         for index, uuid, util in gpus
     ]
 
@@ -119,7 +117,5 @@ class GpuSampler:
             self._thread.join()
         self.sample()  # the tail since the last tick; also learns "no GPU" on runs shorter than a tick
         if self._no_gpu and self.usage.n_gpus == 0:
-            self.usage.notes.append(
-                "no NVIDIA GPU visible (nvidia-smi absent or failing): active GPU time is 0"
-            )
+            self.usage.notes.append("no NVIDIA GPU visible (nvidia-smi absent or failing): active GPU time is 0")
         return self.usage

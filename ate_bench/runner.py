@@ -115,9 +115,7 @@ def run_once(opts: RunOptions) -> Path:
     """
     task = opts.task
     if opts.framework not in task.frameworks:
-        raise ValueError(
-            f"task {task.id} is not valid for {opts.framework!r}; valid: {', '.join(task.frameworks)}"
-        )
+        raise ValueError(f"task {task.id} is not valid for {opts.framework!r}; valid: {', '.join(task.frameworks)}")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     skills = "skills" if opts.skills else "noskills"
     run_id = f"{task.id}_{opts.framework}_{opts.agent}_{skills}_{stamp}_{secrets.token_hex(2)}"

@@ -135,9 +135,7 @@ def load_task(task_dir: Path) -> TaskSpec:
             raise TaskError(f"{task_dir}: missing {needed.relative_to(task_dir)}")
     for sub in (task_dir / "prepare").glob("*") if (task_dir / "prepare").is_dir() else []:
         if sub.name not in frameworks:
-            raise TaskError(
-                f"{task_dir}: prepare/{sub.name} is not one of the task's frameworks {frameworks}"
-            )
+            raise TaskError(f"{task_dir}: prepare/{sub.name} is not one of the task's frameworks {frameworks}")
     return task
 
 

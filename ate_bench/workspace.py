@@ -189,9 +189,7 @@ def pypi_download(fw: FrameworkSource, cache_dir: Path) -> Path:
             raise MaterializeError(f"pip download {fw.pypi_requirement} did not produce {fw.pypi_filename}")
         digest = file_sha256(got)
         if digest != fw.pypi_sha256:
-            raise MaterializeError(
-                f"{fw.pypi_filename}: sha256 {digest} does not match the pin {fw.pypi_sha256}"
-            )
+            raise MaterializeError(f"{fw.pypi_filename}: sha256 {digest} does not match the pin {fw.pypi_sha256}")
         shutil.move(got, cached)
     return cached
 
@@ -256,9 +254,7 @@ def materialize(
         ws.stripped = strip_agent_files(dest)
     if prepare_dir is not None and prepare_dir.is_dir():
         shutil.copytree(prepare_dir, dest, dirs_exist_ok=True)
-        ws.prepared = sorted(
-            p.relative_to(prepare_dir).as_posix() for p in prepare_dir.rglob("*") if p.is_file()
-        )
+        ws.prepared = sorted(p.relative_to(prepare_dir).as_posix() for p in prepare_dir.rglob("*") if p.is_file())
     _git("init", "--quiet", cwd=dest)
     _git("add", "--all", "--force", cwd=dest)
     ident = [

@@ -23,8 +23,13 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls: type, positional
         elif f.default is dataclasses.MISSING:
             parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, required=True, **kwargs)
         else:
-            parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(f.default),
-                                default=f.default, **kwargs)
+            parser.add_argument(
+                "--" + f.name.replace("_", "-"),
+                dest=f.name,
+                type=type(f.default),
+                default=f.default,
+                **kwargs,
+            )
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -42,17 +47,29 @@ def make_parser() -> argparse.ArgumentParser:
         + "\n".join(line.replace("  ", "  model.", 1) for line in describe_config(model_family("qwen3_moe").cfg_class)),
     )
     train.add_argument("config", help="TOML run config, e.g. examples/qwen3-moe-tiny.toml")
-    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                       help="override a config key; the value is parsed as TOML (repeatable)")
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config key; the value is parsed as TOML (repeatable)",
+    )
 
-    tokenize = sub.add_parser("tokenize", help="tokenize local text into packed token shards",
-                              description=tokenize_corpus.__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    tokenize = sub.add_parser(
+        "tokenize",
+        help="tokenize local text into packed token shards",
+        description=tokenize_corpus.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_dataclass_options(tokenize, tokenize_corpus.TokenizeCorpusCfg, positional="inputs")
 
-    convert = sub.add_parser("convert", help="convert checkpoints to and from Hugging Face format",
-                             description=convert_checkpoint.__doc__,
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    convert = sub.add_parser(
+        "convert",
+        help="convert checkpoints to and from Hugging Face format",
+        description=convert_checkpoint.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_dataclass_options(convert, convert_checkpoint.ConvertCheckpointCfg, positional="direction")
     return parser
 

@@ -41,7 +41,10 @@ class Range:
             raise ConfigError(f"config key '{key}' = {value!r} is out of range: allowed {self.describe()}.")
 
     def describe(self) -> str:
-        parts = [f">= {self.ge}" if self.ge is not None else "", f"> {self.gt}" if self.gt is not None else ""]
+        parts = [
+            f">= {self.ge}" if self.ge is not None else "",
+            f"> {self.gt}" if self.gt is not None else "",
+        ]
         parts.append(f"<= {self.le}" if self.le is not None else "")
         return " and ".join(p for p in parts if p)
 
@@ -101,8 +104,7 @@ def _convert(key: str, value: Any, tp: Any) -> Any:
         return float(value)
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         raise ConfigError(
-            f"config key '{key}' = {value!r} has the wrong type: expected {_type_name(tp)}, "
-            f"got {type(value).__name__}."
+            f"config key '{key}' = {value!r} has the wrong type: expected {_type_name(tp)}, got {type(value).__name__}."
         )
     return value
 
@@ -113,9 +115,7 @@ def load_dataclass(cls: type, table: dict[str, Any], prefix: str = "") -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(table) - set(fields))
     if unknown:
-        raise ConfigError(
-            f"unknown config key '{prefix}{unknown[0]}'. Allowed keys here: {', '.join(sorted(fields))}."
-        )
+        raise ConfigError(f"unknown config key '{prefix}{unknown[0]}'. Allowed keys here: {', '.join(sorted(fields))}.")
     kwargs = {}
     for name, f in fields.items():
         if name in table:

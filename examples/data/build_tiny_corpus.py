@@ -11,8 +11,8 @@ packs the corpus. Output (committed, so the quick start needs no step): examples
 import json
 import shutil
 from pathlib import Path
-
 from pydoc_data.topics import topics
+
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from pithtrain.tasks.tokenize_corpus import TokenizeCorpusCfg, launch
@@ -40,8 +40,11 @@ def main():
     tokenizer.save(str(OUT / "tokenizer" / "tokenizer.json"))
     (OUT / "tokenizer" / "tokenizer_config.json").write_text(json.dumps({"eos_token": EOS}, indent=1))
 
-    launch(TokenizeCorpusCfg(inputs=[str(OUT / "corpus.jsonl")], tokenizer=str(OUT / "tokenizer"),
-                             output=str(OUT / "tokens")))
+    launch(
+        TokenizeCorpusCfg(
+            inputs=[str(OUT / "corpus.jsonl")], tokenizer=str(OUT / "tokenizer"), output=str(OUT / "tokens")
+        )
+    )
 
 
 if __name__ == "__main__":

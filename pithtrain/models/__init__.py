@@ -1,7 +1,8 @@
 """The model families, chosen by `model.family` in the one `if/elif` below."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from pithtrain.config import ConfigError
 from pithtrain.models import qwen3_moe
@@ -26,6 +27,14 @@ class ModelFamily:
 def model_family(name: object) -> ModelFamily:
     if name == "qwen3_moe":
         m = qwen3_moe
-        return ModelFamily(name, m.Qwen3MoeCfg, m.Qwen3MoeForCausalLM, m.flops_per_token, m.cfg_from_hf,
-                           m.cfg_to_hf, m.state_dict_from_hf, m.state_dict_to_hf)
+        return ModelFamily(
+            name,
+            m.Qwen3MoeCfg,
+            m.Qwen3MoeForCausalLM,
+            m.flops_per_token,
+            m.cfg_from_hf,
+            m.cfg_to_hf,
+            m.state_dict_from_hf,
+            m.state_dict_to_hf,
+        )
     raise ConfigError(f"model.family = {name!r} is unknown. Known families: {', '.join(KNOWN_FAMILIES)}.")

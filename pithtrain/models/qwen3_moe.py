@@ -306,8 +306,10 @@ def flops_per_token(cfg: Qwen3MoeCfg, seq_len: int) -> float:
 
 def cfg_from_hf(hf: dict) -> Qwen3MoeCfg:
     if hf.get("mlp_only_layers") or hf.get("decoder_sparse_step", 1) != 1:
-        raise ConfigError("this Qwen3-MoE checkpoint has dense layers (mlp_only_layers/decoder_sparse_step); "
-                          "pithtrain's qwen3_moe supports all-MoE layers only.")
+        raise ConfigError(
+            "this Qwen3-MoE checkpoint has dense layers (mlp_only_layers/decoder_sparse_step); "
+            "pithtrain's qwen3_moe supports all-MoE layers only."
+        )
     rope = hf.get("rope_parameters") or {}
     return Qwen3MoeCfg(
         vocab_size=hf["vocab_size"],

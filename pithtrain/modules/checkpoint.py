@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from pithtrain.config import NonNegative, Positive, UserInputError
@@ -125,7 +126,7 @@ def load_checkpoint(path: str | Path, model, optimizer=None) -> None:
             dcp.load(state, checkpoint_id=str(path))
             set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
             torch.set_rng_state(state["rng"]["cpu"])
-    except (RuntimeError, ValueError, KeyError, OSError, EOFError) as e:
+    except (CheckpointException, RuntimeError, ValueError, KeyError, OSError, EOFError) as e:
         raise CheckpointError(
             f"checkpoint '{path}' could not be loaded ({type(e).__name__}: {str(e)[:300]}). It is corrupt or "
             f"incomplete: point checkpoint.dir elsewhere, or delete this step directory and its 'latest' pointer."

@@ -33,7 +33,9 @@ class DataCfg:
 
     def __post_init__(self):
         if self.kind == "tokens" and not self.path:
-            raise ConfigError('data.path is empty: with data.kind = "tokens" name a directory from `pithtrain tokenize`.')
+            raise ConfigError(
+                'data.path is empty: with data.kind = "tokens" name a directory from `pithtrain tokenize`.'
+            )
 
 
 class TokenShardDataset:
@@ -49,7 +51,9 @@ class TokenShardDataset:
             index = json.loads(index_file.read_text())
             assert index["format"] == TOKENS_FORMAT
         except (ValueError, KeyError, AssertionError) as e:
-            raise DataError(f"'{index_file}' is not a pithtrain token index ({e!r}). Re-run `pithtrain tokenize`.")
+            raise DataError(
+                f"'{index_file}' is not a pithtrain token index ({e!r}). Re-run `pithtrain tokenize`."
+            ) from e
         if index["max_token_id"] >= vocab_size:
             raise DataError(
                 f"data.path = '{path}' holds token id {index['max_token_id']}, but model.vocab_size = {vocab_size}. "

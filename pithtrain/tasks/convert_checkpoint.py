@@ -37,18 +37,29 @@ class ConvertCheckpointCfg:
     """pithtrain-to-hf: a tokenizer directory whose files are copied next to the weights."""
 
 
-def read_hf_dir(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+def read_hf_config(directory: Path) -> dict:
     config_file = directory / "config.json"
     if not config_file.is_file():
         raise CheckpointError(f"'{directory}' has no config.json: pass a Hugging Face model directory.")
-    hf_config = json.loads(config_file.read_text())
+    try:
+        return json.loads(config_file.read_text())
+    except ValueError as e:
+        raise CheckpointError(f"'{config_file}' is not valid JSON ({e}).") from e
+
+
+def read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise CheckpointError(f"'{directory}' has no *.safetensors weights.")
     state = {}
     for f in files:
-        state.update(load_file(f))
-    return hf_config, state
+        try:
+            state.update(load_file(f))
+        except Exception as e:  # safetensors raises its own error type for a damaged header
+            raise CheckpointError(
+                f"'{f}' is not a readable safetensors file ({e}). Re-download or re-export it."
+            ) from e
+    return state
 
 
 def write_hf_dir(directory: Path, hf_config: dict, state: dict[str, torch.Tensor]) -> None:
@@ -68,8 +79,10 @@ def write_hf_dir(directory: Path, hf_config: dict, state: dict[str, torch.Tensor
             fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
             save_file(shard, directory / fname, metadata={"format": "pt"})
             weight_map |= {k: fname for k in shard}
-        index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
-                 "weight_map": weight_map}
+        index = {
+            "metadata": {"total_size": sum(t.numel() * t.element_size() for t in state.values())},
+            "weight_map": weight_map,
+        }
         (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
     (directory / "config.json").write_text(json.dumps(hf_config, indent=1))
 
@@ -81,15 +94,21 @@ def launch(cfg: ConvertCheckpointCfg) -> Path:
     tmp = out.parent / f".tmp-{out.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     if cfg.direction == "hf-to-pithtrain":
-        hf_config, hf_state = read_hf_dir(source)
+        hf_config = read_hf_config(source)
         family_name = HF_FAMILIES.get(hf_config.get("model_type"))
         if family_name is None:
-            raise CheckpointError(f"'{source}' holds model_type {hf_config.get('model_type')!r}; "
-                                  f"pithtrain converts: {', '.join(HF_FAMILIES)}.")
+            raise CheckpointError(
+                f"'{source}' holds model_type {hf_config.get('model_type')!r}; "
+                f"pithtrain converts: {', '.join(HF_FAMILIES)}."
+            )
         family = model_family(family_name)
+        hf_state = read_hf_weights(source)
         model_cfg = family.cfg_from_hf(hf_config)
         model = family.model_class(model_cfg)
-        model.load_state_dict({k: v.float() for k, v in family.state_dict_from_hf(hf_state, model_cfg).items()})
+        try:
+            model.load_state_dict({k: v.float() for k, v in family.state_dict_from_hf(hf_state, model_cfg).items()})
+        except (KeyError, RuntimeError) as e:
+            raise CheckpointError(f"the weights in '{source}' do not match its config.json ({e}).") from e
         try:
             save_checkpoint(tmp, 0, model, None, {"model": dataclasses.asdict(model_cfg), "consumed_samples": 0}, 1)
             tmp.rename(out)

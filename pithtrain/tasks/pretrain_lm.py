@@ -65,7 +65,7 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
     if resume is not None and cfg.checkpoint.resume == "never":
         raise CheckpointError(
             f"checkpoint.dir '{ckpt_dir}' already holds checkpoints and checkpoint.resume = \"never\". "
-            f"Pick a new run_dir / checkpoint.dir, or set checkpoint.resume = \"auto\" to continue."
+            f'Pick a new run_dir / checkpoint.dir, or set checkpoint.resume = "auto" to continue.'
         )
     for source in [resume, cfg.checkpoint.init_from or None]:
         if source is not None:
@@ -89,14 +89,18 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
     sampler = ResumableSampler(len(dataset), tc.seed, shuffle=cfg.data.kind == "tokens")
-    logger = ProgressLogger(cfg.logging, run_dir, family.flops_per_token(cfg.model, cfg.data.seq_len), device,
-                            tc.max_steps)
+    logger = ProgressLogger(
+        cfg.logging, run_dir, family.flops_per_token(cfg.model, cfg.data.seq_len), device, tc.max_steps
+    )
     num_micro = tc.global_batch_size // tc.micro_batch_size
     # The load-balancing loss is averaged over micro-batches, like the token loss.
     aux_loss_scale = cfg.model.aux_loss_coef / num_micro
     meta = {"model": dataclasses.asdict(cfg.model)}
     records = []
-    print(f"training {sum(p.numel() for p in model.parameters()):,} parameters on {device} ({dtype})", flush=True)
+    print(
+        f"training {sum(p.numel() for p in model.parameters()):,} parameters on {device} ({dtype})",
+        flush=True,
+    )
 
     while step < tc.max_steps:
         # One optimizer step: gradient accumulation over micro-batches, token-weighted loss.
@@ -127,7 +131,12 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
         if step == tc.max_steps or (cfg.checkpoint.interval and step % cfg.checkpoint.interval == 0):
             t0 = time.perf_counter()
             path = save_checkpoint(
-                ckpt_dir, step, model, optimizer, meta | {"consumed_samples": consumed}, cfg.checkpoint.keep_last
+                ckpt_dir,
+                step,
+                model,
+                optimizer,
+                meta | {"consumed_samples": consumed},
+                cfg.checkpoint.keep_last,
             )
             print(f"saved checkpoint {path} in {time.perf_counter() - t0:.1f}s", flush=True)
             logger.last_time = time.perf_counter()  # the save is not part of the next step's time

@@ -64,8 +64,10 @@ def load_tokenizer(directory: str, eos_token: str):
 
     tok_file = Path(directory) / "tokenizer.json"
     if not tok_file.is_file():
-        raise DataError(f"tokenizer directory '{directory}' has no tokenizer.json (or does not exist). "
-                        f"Pass a local directory saved by `tokenizers` or `transformers`.")
+        raise DataError(
+            f"tokenizer directory '{directory}' has no tokenizer.json (or does not exist). "
+            f"Pass a local directory saved by `tokenizers` or `transformers`."
+        )
     tokenizer = Tokenizer.from_file(str(tok_file))
     if not eos_token:
         config_file = Path(directory) / "tokenizer_config.json"
@@ -73,8 +75,10 @@ def load_tokenizer(directory: str, eos_token: str):
         eos_token = eos["content"] if isinstance(eos, dict) else eos
     eos_id = tokenizer.token_to_id(eos_token) if eos_token else None
     if eos_id is None:
-        raise DataError(f"tokenizer '{directory}' has no end-of-sequence token {eos_token!r}. "
-                        f"Name one that is in its vocabulary with --eos-token.")
+        raise DataError(
+            f"tokenizer '{directory}' has no end-of-sequence token {eos_token!r}. "
+            f"Name one that is in its vocabulary with --eos-token."
+        )
     return tokenizer, eos_id
 
 

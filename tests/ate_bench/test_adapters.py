@@ -50,9 +50,7 @@ def test_claude_code_stream_json(tmp_path):
 
 
 def test_codex_exec_json_and_rollout(tmp_path):
-    run = _run_dir(
-        tmp_path, **{agents.STREAM_FILE: "codex_stream.jsonl", agents.ROLLOUT_FILE: "codex_rollout.jsonl"}
-    )
+    run = _run_dir(tmp_path, **{agents.STREAM_FILE: "codex_stream.jsonl", agents.ROLLOUT_FILE: "codex_rollout.jsonl"})
     tr = agents.parse_transcript("codex", run)
     # token_count events: one with info null (skipped), three with a new cumulative total, and one
     # repeat of the second total at +12.1 s (skipped): 3 model calls.
@@ -75,9 +73,7 @@ def test_codex_exec_json_and_rollout(tmp_path):
     # No gap over 600 s: the whole 60 s.
     assert m.session_duration_s == pytest.approx(60.0)
     # call_2 (shell) ran from +12 to +40.
-    assert [(s.name, s.start - T0, s.end - T0) for s in tr.tool_spans][1] == pytest.approx(
-        ("shell", 12.0, 40.0)
-    )
+    assert [(s.name, s.start - T0, s.end - T0) for s in tr.tool_spans][1] == pytest.approx(("shell", 12.0, 40.0))
 
 
 def test_mini_swe_agent_trajectory(tmp_path):
@@ -102,9 +98,7 @@ def test_mini_swe_agent_trajectory(tmp_path):
 
 
 def test_mini_swe_agent_v1_trajectory_is_refused(tmp_path):
-    (tmp_path / agents.TRAJECTORY_FILE).write_text(
-        '{"trajectory_format": "mini-swe-agent-1", "messages": []}'
-    )
+    (tmp_path / agents.TRAJECTORY_FILE).write_text('{"trajectory_format": "mini-swe-agent-1", "messages": []}')
     with pytest.raises(ValueError, match="mini-swe-agent-1.1"):
         agents.parse_transcript("mini-swe-agent", tmp_path)
 

@@ -13,9 +13,7 @@ from ate_bench.runner import RunOptions, load_records, report, run_once
 from ate_bench.tasks import load_tasks
 
 TOY_TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "tasks"
-CLAUDE_FIXTURE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "transcripts" / "claude_stream.jsonl"
-)
+CLAUDE_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "transcripts" / "claude_stream.jsonl"
 
 
 @pytest.fixture
