@@ -73,8 +73,10 @@ def _collect(procs, results, timeout_s: float, grace_s: float = 2.0):
 
 def _worker(fn, rank, world_size, args, backend, store, timeout_s, results):
     torch.set_num_threads(1)  # N processes share the machine's cores
+    device_id = None
     if backend == "nccl":
-        torch.cuda.set_device(rank)  # one GPU per rank; NCCL hangs if ranks share a device
+        device_id = torch.device("cuda", rank)  # one GPU per rank; NCCL hangs if ranks share a device
+        torch.cuda.set_device(device_id)
     try:
         dist.init_process_group(
             backend,
@@ -82,6 +84,7 @@ def _worker(fn, rank, world_size, args, backend, store, timeout_s, results):
             rank=rank,
             world_size=world_size,
             timeout=timedelta(seconds=timeout_s),
+            device_id=device_id,
         )
         value = fn(rank, world_size, *args)
         dist.barrier()  # no rank tears down its connections while a peer still reads from them
