@@ -1,0 +1,192 @@
+"""Operators: each Triton kernel against its PyTorch reference, forward and backward, on awkward shapes
+(size 1, not a multiple of the block, an expert with no tokens).
+
+Kernel cases take a `device`: "cuda" where there is a GPU, and always "cpu" under the Triton interpreter.
+triton fixes compiled-or-interpreted when `triton.language` is first imported, and pytest imports every
+test module (so the model, so the operators) before running any. A process that did not start with
+TRITON_INTERPRET=1 therefore runs the "cpu" cases in a child pytest that did
+(`test_cpu_cases_under_interpreter`). The `launched` fixture records every kernel launch, and the cases
+assert on it, so a path that silently took the reference fails.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import KernelInterface
+
+from pithtrain.operators import backend, token_permute
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+DEVICES = ["cpu"] if INTERPRETED else ["cuda"] if torch.cuda.is_available() else []
+IN_CHILD = "kernels run in the TRITON_INTERPRET=1 child process (test_cpu_cases_under_interpreter)"
+
+
+def pytest_generate_tests(metafunc):
+    if "device" in metafunc.fixturenames:
+        skipped = pytest.param("cpu", marks=pytest.mark.skip(reason=IN_CHILD))
+        metafunc.parametrize("device", DEVICES or [skipped])
+
+
+@pytest.mark.skipif(INTERPRETED, reason="this is the interpreter child")
+def test_cpu_cases_under_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
+    out = subprocess.run(cmd, env=env, cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and " passed" in out.stdout, out.stdout[-6000:] + out.stderr[-3000:]
+
+
+class _Recorder:
+    """Stands in for a kernel in its module: records the kernel's name at each launch, then launches it."""
+
+    def __init__(self, kernel, launched):
+        self.kernel, self.launched = kernel, launched
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launched.append(self.kernel.fn.__name__)
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+@pytest.fixture
+def launched(monkeypatch, device):
+    names = []
+    for module in (token_permute,):
+        for name, kernel in list(vars(module).items()):
+            if name.endswith("_kernel") and isinstance(kernel, KernelInterface):
+                assert device == "cuda" or type(kernel).__name__ == "InterpretedFunction", f"{name} is compiled"
+                monkeypatch.setattr(module, name, _Recorder(kernel, names))
+    return names
+
+
+def leaf(x, dtype=None):
+    """A fresh leaf copy (optionally in another dtype) for comparing gradients."""
+    return x.detach().to(dtype or x.dtype).requires_grad_()
+
+
+# ---- the dispatch rule ----
+
+
+def test_use_triton_rule(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert not backend.use_triton(torch.zeros(1))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert backend.use_triton(torch.zeros(1))
+
+
+def test_fast_paths_take_triton(device, launched, monkeypatch):
+    for module, reference in [
+        (token_permute, "permute_tokens"),
+        (token_permute, "combine_tokens_reference"),
+    ]:
+        monkeypatch.setattr(module, reference, lambda *a, name=reference: pytest.fail(f"{name} ran, not Triton"))
+    x_TD, ids_TK = torch.randn(3, 4, device=device), torch.tensor([[0, 1], [1, 2], [0, 2]], device=device)
+    x_ND, perm = token_permute.permute_tokens_fast(x_TD, ids_TK, 3)
+    token_permute.combine_tokens_fast(x_ND, perm, torch.rand(3, 2, device=device))
+    assert launched == [
+        "_permute_kernel",
+        "_combine_kernel",
+    ]
+
+
+# ---- token permutation: gather into expert order, weighted combine back ----
+
+# (T, K, E, D): one token and one expert; expert E-1 never chosen; D over one 2048-wide block.
+PERMUTE_SHAPES = [(1, 1, 1, 1), (7, 3, 6, 33), (2, 2, 3, 2100)]
+
+
+def routing(T, K, E, device):
+    """Distinct experts per token, never the last one (an expert with zero tokens) unless E == 1."""
+    usable = max(E - 1, K)
+    return torch.stack([torch.randperm(usable)[:K] for _ in range(T)]).to(device)
+
+
+@pytest.mark.parametrize("T,K,E,D", PERMUTE_SHAPES)
+def test_permute_tokens_triton(device, launched, T, K, E, D):
+    x_TD, ids_TK = torch.randn(T, D, device=device), routing(T, K, E, device)
+    x = leaf(x_TD)
+    x_ND, perm = token_permute.permute_tokens_triton(x, ids_TK, E)
+    x_ref = leaf(x_TD, torch.float64)
+    x_ND_ref, perm_ref = token_permute.permute_tokens(x_ref, ids_TK, E)
+    assert torch.equal(x_ND.double(), x_ND_ref) and torch.equal(perm.order_N, perm_ref.order_N)
+    assert E == 1 or perm.tokens_per_expert_E[-1] == 0
+    assert perm.tokens_per_expert_E.tolist() == perm_ref.tokens_per_expert_E.tolist()
+    grad_ND = torch.randn_like(x_ND)
+    x_ND.backward(grad_ND)
+    x_ND_ref.backward(grad_ND.double())
+    torch.testing.assert_close(x.grad.double(), x_ref.grad, rtol=1e-6, atol=1e-6)
+    assert launched == ["_permute_kernel", "_combine_kernel"]
+
+
+@pytest.mark.parametrize("T,K,E,D", PERMUTE_SHAPES)
+def test_combine_tokens_triton(device, launched, T, K, E, D):
+    ids_TK = routing(T, K, E, device)
+    perm = token_permute.sort_by_expert(ids_TK, E)
+    y_ND, w_TK = torch.randn(T * K, D, device=device), torch.rand(T, K, device=device)
+    y, w = leaf(y_ND), leaf(w_TK)
+    out_TD = token_permute.combine_tokens_triton(y, perm, w)
+    y_ref, w_ref = leaf(y_ND, torch.float64), leaf(w_TK, torch.float64)
+    out_ref = token_permute.combine_tokens_reference(y_ref, perm, w_ref)
+    torch.testing.assert_close(out_TD.double(), out_ref, rtol=1e-6, atol=1e-6)
+    grad_TD = torch.randn_like(out_TD)
+    out_TD.backward(grad_TD)
+    out_ref.backward(grad_TD.double())
+    torch.testing.assert_close(y.grad.double(), y_ref.grad, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(w.grad.double(), w_ref.grad, rtol=1e-5, atol=1e-5)
+    assert launched == ["_combine_kernel", "_permute_kernel"]
+
+
+def test_permute_and_combine_bf16(device, launched):
+    """bf16 rows, fp32 routing weights: permute is exact, combine (fp32 sums) within bf16 rounding."""
+    ids_TK = routing(5, 2, 4, device)
+    x_TD = torch.randn(5, 40, device=device, dtype=torch.bfloat16)
+    x_ND, perm = token_permute.permute_tokens_triton(x_TD, ids_TK, 4)
+    assert torch.equal(x_ND, token_permute.permute_tokens(x_TD, ids_TK, 4)[0])
+    w_TK = torch.rand(5, 2, device=device)
+    out_TD = token_permute.combine_tokens_triton(x_ND, perm, w_TK)
+    exact = token_permute.combine_tokens_reference(x_ND.double(), perm, w_TK.double())
+    assert out_TD.dtype == torch.bfloat16
+    torch.testing.assert_close(out_TD.double(), exact, rtol=1e-2, atol=1e-2)
+
+
+def test_permute_and_combine_no_tokens(device, launched):
+    x_TD = leaf(torch.randn(0, 6, device=device))
+    x_ND, perm = token_permute.permute_tokens_triton(x_TD, torch.zeros(0, 2, dtype=torch.long, device=device), 3)
+    y_TD = token_permute.combine_tokens_triton(x_ND, perm, torch.rand(0, 2, device=device))
+    y_TD.sum().backward()
+    assert x_ND.shape == (0, 6) and y_TD.shape == (0, 6) and x_TD.grad.shape == (0, 6)
+    assert perm.tokens_per_expert_E.tolist() == [0, 0, 0] and launched == []
+
+
+# ---- compiled for the GPU: catches what the interpreter lets through (numpy broadcasting, loose typing) ----
+
+H200 = GPUTarget("cuda", 90, 32)
+
+
+def compile_cases():
+    """(kernel, argument types, constexprs): bf16 activations, fp32 routing weights, H200-like sizes."""
+    for weighted in (False, True):
+        args = dict(
+            src_ptr="*bf16", dst_ptr="*bf16", order_ptr="*i64", w_ptr="*fp32", y_ptr="*bf16", grad_w_ptr="*fp32"
+        )
+        yield token_permute._permute_kernel, args, dict(D=2048, TOP_K=8, WEIGHTED=weighted, BLOCK_D=2048)
+        args = dict(src_ptr="*bf16", dst_ptr="*bf16", inverse_ptr="*i64", w_ptr="*fp32")
+        yield token_permute._combine_kernel, args, dict(D=2100, TOP_K=8, WEIGHTED=weighted, BLOCK_D=2048)
+
+
+@pytest.mark.skipif(INTERPRETED, reason="kernels are interpreted in this process")
+@pytest.mark.parametrize("kernel,args,constexprs", list(compile_cases()), ids=lambda v: getattr(v, "__name__", ""))
+def test_kernel_compiles_for_h200(kernel, args, constexprs):
+    """Frontend and ptxas for sm_90, no GPU needed: shape and dtype errors show here, not only on the GPU."""
+    signature = {name: args.get(name, "constexpr") for name in kernel.arg_names}
+    source = ASTSource(kernel, signature, constexprs=constexprs)
+    compiled = triton.compile(source, target=H200, options={"enable_fp_fusion": True})  # launch's default
+    assert compiled.asm["cubin"]
