@@ -21,7 +21,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import KernelInterface
 
-from pithtrain.operators import backend, token_permute
+from pithtrain.operators import backend, swiglu, token_permute
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICES = ["cpu"] if INTERPRETED else ["cuda"] if torch.cuda.is_available() else []
@@ -59,7 +59,7 @@ class _Recorder:
 @pytest.fixture
 def launched(monkeypatch, device):
     names = []
-    for module in (token_permute,):
+    for module in (token_permute, swiglu):
         for name, kernel in list(vars(module).items()):
             if name.endswith("_kernel") and isinstance(kernel, KernelInterface):
                 assert device == "cuda" or type(kernel).__name__ == "InterpretedFunction", f"{name} is compiled"
@@ -86,14 +86,17 @@ def test_fast_paths_take_triton(device, launched, monkeypatch):
     for module, reference in [
         (token_permute, "permute_tokens"),
         (token_permute, "combine_tokens_reference"),
+        (swiglu, "swiglu_reference"),
     ]:
         monkeypatch.setattr(module, reference, lambda *a, name=reference: pytest.fail(f"{name} ran, not Triton"))
     x_TD, ids_TK = torch.randn(3, 4, device=device), torch.tensor([[0, 1], [1, 2], [0, 2]], device=device)
     x_ND, perm = token_permute.permute_tokens_fast(x_TD, ids_TK, 3)
     token_permute.combine_tokens_fast(x_ND, perm, torch.rand(3, 2, device=device))
+    swiglu.swiglu(torch.randn(2, 6, device=device))
     assert launched == [
         "_permute_kernel",
         "_combine_kernel",
+        "_swiglu_fwd_kernel",
     ]
 
 
@@ -166,6 +169,36 @@ def test_permute_and_combine_no_tokens(device, launched):
     assert perm.tokens_per_expert_E.tolist() == [0, 0, 0] and launched == []
 
 
+# ---- SwiGLU ----
+
+
+@pytest.mark.parametrize("shape", [(1, 2), (7, 10), (3, 1400), (2, 3, 8)])
+def test_swiglu_triton(device, launched, shape):
+    gate_up = torch.randn(shape, device=device) * 3
+    g = leaf(gate_up)
+    h = swiglu.swiglu_triton(g)
+    g_ref = leaf(gate_up, torch.float64)
+    h_ref = swiglu.swiglu_reference(g_ref)
+    torch.testing.assert_close(h.double(), h_ref, rtol=1e-5, atol=1e-6)
+    grad_h = torch.randn_like(h)
+    h.backward(grad_h)
+    h_ref.backward(grad_h.double())
+    torch.testing.assert_close(g.grad.double(), g_ref.grad, rtol=1e-5, atol=1e-6)
+    assert launched == ["_swiglu_fwd_kernel", "_swiglu_bwd_kernel"]
+
+
+def test_swiglu_bf16(device, launched):
+    gate_up = torch.randn(4, 12, device=device, dtype=torch.bfloat16)
+    g, g_ref = leaf(gate_up), leaf(gate_up, torch.float64)
+    h, h_ref = swiglu.swiglu_triton(g), swiglu.swiglu_reference(g_ref)
+    assert h.dtype == torch.bfloat16
+    torch.testing.assert_close(h.double(), h_ref, rtol=1e-2, atol=1e-2)
+    h.sum().backward()
+    h_ref.sum().backward()
+    assert g.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(g.grad.double(), g_ref.grad, rtol=1e-2, atol=1e-2)
+
+
 # ---- compiled for the GPU: catches what the interpreter lets through (numpy broadcasting, loose typing) ----
 
 H200 = GPUTarget("cuda", 90, 32)
@@ -180,6 +213,9 @@ def compile_cases():
         yield token_permute._permute_kernel, args, dict(D=2048, TOP_K=8, WEIGHTED=weighted, BLOCK_D=2048)
         args = dict(src_ptr="*bf16", dst_ptr="*bf16", inverse_ptr="*i64", w_ptr="*fp32")
         yield token_permute._combine_kernel, args, dict(D=2100, TOP_K=8, WEIGHTED=weighted, BLOCK_D=2048)
+    yield swiglu._swiglu_fwd_kernel, dict(gate_up_ptr="*bf16", h_ptr="*bf16", numel="i64", I="i32"), dict(BLOCK=1024)
+    args = dict(gate_up_ptr="*bf16", grad_h_ptr="*bf16", grad_gate_up_ptr="*bf16", numel="i64", I="i32")
+    yield swiglu._swiglu_bwd_kernel, args, dict(BLOCK=1024)
 
 
 @pytest.mark.skipif(INTERPRETED, reason="kernels are interpreted in this process")
