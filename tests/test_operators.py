@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import KernelInterface
 
-from pithtrain.operators import backend, swiglu, token_permute
+from pithtrain.operators import backend, cross_entropy, swiglu, token_permute
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICES = ["cpu"] if INTERPRETED else ["cuda"] if torch.cuda.is_available() else []
@@ -197,6 +198,48 @@ def test_swiglu_bf16(device, launched):
     h_ref.sum().backward()
     assert g.grad.dtype == torch.bfloat16
     torch.testing.assert_close(g.grad.double(), g_ref.grad, rtol=1e-2, atol=1e-2)
+
+
+# ---- chunked linear + cross-entropy (plain PyTorch: no device parameter, no interpreter) ----
+
+
+@pytest.mark.parametrize("T,V,chunk", [(1, 5, 4), (10, 7, 4), (9, 3, 9), (6, 11, 100)])
+def test_linear_cross_entropy_matches_reference(T, V, chunk, monkeypatch):
+    h_TD, W_VD = torch.randn(T, 8, dtype=torch.float64), torch.randn(V, 8, dtype=torch.float64)
+    labels_T = torch.randint(0, V, (T,))
+    labels_T[::3] = cross_entropy.IGNORE_INDEX
+    rows = []
+    linear = F.linear
+    monkeypatch.setattr(cross_entropy.F, "linear", lambda a, b: rows.append(a.shape[0]) or linear(a, b))
+    h, W = leaf(h_TD), leaf(W_VD)
+    loss = cross_entropy.linear_cross_entropy(h, W, labels_T, chunk_size=chunk)
+    (2.0 * loss).backward()
+    assert max(rows) <= chunk, "logits for more than one chunk of tokens at once"
+    h_ref, W_ref = leaf(h_TD), leaf(W_VD)
+    loss_ref = cross_entropy.linear_cross_entropy_reference(h_ref, W_ref, labels_T)
+    (2.0 * loss_ref).backward()
+    torch.testing.assert_close(loss, loss_ref.float(), rtol=1e-6, atol=1e-6)
+    # Both take the log-softmax in fp32 (the reference's `.float()`), so gradients agree to fp32 precision.
+    torch.testing.assert_close(h.grad, h_ref.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(W.grad, W_ref.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_cross_entropy_all_ignored_and_bf16():
+    h, W = leaf(torch.randn(5, 8, dtype=torch.bfloat16)), leaf(torch.randn(6, 8, dtype=torch.bfloat16))
+    loss = cross_entropy.linear_cross_entropy(h, W, torch.full((5,), -100), chunk_size=2)
+    loss.backward()
+    assert loss.item() == 0.0 and not h.grad.any() and not W.grad.any()
+    labels_T = torch.tensor([0, 5, -100, 2, 3])
+    h, W, h_ref, W_ref = leaf(h), leaf(W), leaf(h), leaf(W)
+    loss = cross_entropy.linear_cross_entropy(h, W, labels_T, chunk_size=2)
+    loss_ref = cross_entropy.linear_cross_entropy_reference(h_ref, W_ref, labels_T)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, loss_ref)
+    loss.backward()
+    loss_ref.backward()
+    assert h.grad.dtype == W.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(h.grad, h_ref.grad, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(W.grad, W_ref.grad, rtol=1e-2, atol=1e-2)
 
 
 # ---- compiled for the GPU: catches what the interpreter lets through (numpy broadcasting, loose typing) ----
