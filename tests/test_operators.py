@@ -22,7 +22,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import KernelInterface
 
-from pithtrain.operators import backend, cross_entropy, swiglu, token_permute
+from pithtrain.operators import backend, cross_entropy, fp8, swiglu, token_permute
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICES = ["cpu"] if INTERPRETED else ["cuda"] if torch.cuda.is_available() else []
@@ -60,7 +60,7 @@ class _Recorder:
 @pytest.fixture
 def launched(monkeypatch, device):
     names = []
-    for module in (token_permute, swiglu):
+    for module in (token_permute, swiglu, fp8):
         for name, kernel in list(vars(module).items()):
             if name.endswith("_kernel") and isinstance(kernel, KernelInterface):
                 assert device == "cuda" or type(kernel).__name__ == "InterpretedFunction", f"{name} is compiled"
@@ -88,16 +88,22 @@ def test_fast_paths_take_triton(device, launched, monkeypatch):
         (token_permute, "permute_tokens"),
         (token_permute, "combine_tokens_reference"),
         (swiglu, "swiglu_reference"),
+        (fp8, "quantize_1x128_reference"),
+        (fp8, "quantize_128x128_reference"),
     ]:
         monkeypatch.setattr(module, reference, lambda *a, name=reference: pytest.fail(f"{name} ran, not Triton"))
     x_TD, ids_TK = torch.randn(3, 4, device=device), torch.tensor([[0, 1], [1, 2], [0, 2]], device=device)
     x_ND, perm = token_permute.permute_tokens_fast(x_TD, ids_TK, 3)
     token_permute.combine_tokens_fast(x_ND, perm, torch.rand(3, 2, device=device))
     swiglu.swiglu(torch.randn(2, 6, device=device))
+    fp8.quantize_1x128(x_TD)
+    fp8.quantize_128x128(x_TD)
     assert launched == [
         "_permute_kernel",
         "_combine_kernel",
         "_swiglu_fwd_kernel",
+        "_quantize_1x128_kernel",
+        "_quantize_128x128_kernel",
     ]
 
 
@@ -242,6 +248,61 @@ def test_linear_cross_entropy_all_ignored_and_bf16():
     torch.testing.assert_close(W.grad, W_ref.grad, rtol=1e-2, atol=1e-2)
 
 
+# ---- block-wise FP8 ----
+
+
+def assert_same_fp8(got, want):
+    (q, scale), (q_ref, scale_ref) = got, want
+    assert q.dtype == torch.float8_e4m3fn and q.shape == q_ref.shape and q.is_contiguous()
+    assert torch.equal(scale, scale_ref), (scale - scale_ref).abs().max()
+    mismatch = (q.float() != q_ref.float()).sum().item()
+    assert mismatch == 0, f"{mismatch} of {q.numel()} fp8 values differ"
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 300), (33, 128), (130, 129)])
+def test_quantize_triton(device, launched, shape):
+    x = torch.randn(shape, device=device) * torch.logspace(-3, 3, shape[1], device=device)
+    x[0, : min(shape[1], 128)] = 0.0  # an all-zero 1x128 block
+    for dtype in (torch.float32, torch.bfloat16):
+        assert_same_fp8(fp8.quantize_1x128_triton(x.to(dtype)), fp8.quantize_1x128_reference(x.to(dtype)))
+        assert_same_fp8(fp8.quantize_128x128_triton(x.to(dtype)), fp8.quantize_128x128_reference(x.to(dtype)))
+    assert launched == ["_quantize_1x128_kernel", "_quantize_128x128_kernel"] * 2
+
+
+def test_quantize_strided_input(device, launched):
+    """x.t() quantises along the other dimension (128x1 tiles of x) without a transposed copy."""
+    x = torch.randn(200, 3, device=device)
+    assert_same_fp8(fp8.quantize_1x128_triton(x.t()), fp8.quantize_1x128_reference(x.t()))
+    assert_same_fp8(fp8.quantize_128x128_triton(x.t()), fp8.quantize_128x128_reference(x.t()))
+    assert len(launched) == 2
+
+
+def test_quantize_rounds_to_nearest_even(device, launched):
+    """Each row holds 448 (so its scale is exactly 1) and every e4m3 value, midpoint and near-midpoint:
+    the kernel's rounding must agree with PyTorch's cast, ties to even, subnormals included."""
+    grid = torch.arange(0, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).float()  # 0 .. 448, no NaN
+    mid = (grid[1:] + grid[:-1]) / 2
+    values = torch.cat([grid, mid, mid * (1 + 2**-20), mid * (1 - 2**-20)])
+    values = torch.cat([values, -values])
+    x = torch.cat([values, torch.full((-values.numel() % 127,), 448.0)]).view(-1, 127)
+    x = torch.cat([x, torch.full((x.shape[0], 1), 448.0)], dim=1).to(device)
+    q, scale = fp8.quantize_1x128_triton(x)
+    assert torch.equal(scale, torch.ones_like(scale))
+    assert torch.equal(q.float(), x.to(torch.float8_e4m3fn).float())
+    assert launched == ["_quantize_1x128_kernel"]
+
+
+def test_dequantize_round_trip():
+    x = torch.randn(3, 260) * 5
+    for quantize, dequantize in [
+        (fp8.quantize_1x128_reference, fp8.dequantize_1x128),
+        (fp8.quantize_128x128_reference, fp8.dequantize_128x128),
+    ]:
+        x_back = dequantize(*quantize(x))
+        assert x_back.shape == x.shape
+        assert (x_back - x).abs().max() <= x.abs().max() / 16  # e4m3 keeps 3 mantissa bits
+
+
 # ---- compiled for the GPU: catches what the interpreter lets through (numpy broadcasting, loose typing) ----
 
 H200 = GPUTarget("cuda", 90, 32)
@@ -249,6 +310,7 @@ H200 = GPUTarget("cuda", 90, 32)
 
 def compile_cases():
     """(kernel, argument types, constexprs): bf16 activations, fp32 routing weights, H200-like sizes."""
+    fp8_consts = dict(FP8_MAX=fp8.FP8_MAX, AMAX_FLOOR=fp8.AMAX_FLOOR)
     for weighted in (False, True):
         args = dict(
             src_ptr="*bf16", dst_ptr="*bf16", order_ptr="*i64", w_ptr="*fp32", y_ptr="*bf16", grad_w_ptr="*fp32"
@@ -259,6 +321,10 @@ def compile_cases():
     yield swiglu._swiglu_fwd_kernel, dict(gate_up_ptr="*bf16", h_ptr="*bf16", numel="i64", I="i32"), dict(BLOCK=1024)
     args = dict(gate_up_ptr="*bf16", grad_h_ptr="*bf16", grad_gate_up_ptr="*bf16", numel="i64", I="i32")
     yield swiglu._swiglu_bwd_kernel, args, dict(BLOCK=1024)
+    args = dict(x_ptr="*bf16", q_ptr="*fp8e4nv", scale_ptr="*fp32", M="i32", K="i32", stride_m="i64", stride_k="i32")
+    yield fp8._quantize_1x128_kernel, args, dict(BLOCK_M=16, **fp8_consts)
+    args = dict(w_ptr="*fp32", q_ptr="*fp8e4nv", scale_ptr="*fp32", N="i32", K="i32", stride_n="i32", stride_k="i32")
+    yield fp8._quantize_128x128_kernel, args, fp8_consts
 
 
 @pytest.mark.skipif(INTERPRETED, reason="kernels are interpreted in this process")
