@@ -6,6 +6,7 @@ import typing
 import pytest
 
 from pithtrain.config import ConfigError, apply_overrides, load_dataclass
+from pithtrain.models.deepseek_v2 import DeepseekV2Cfg
 from pithtrain.models.qwen3_moe import Qwen3MoeCfg
 from pithtrain.tasks.pretrain_lm import PretrainLMCfg, load_pretrain_cfg
 
@@ -38,6 +39,18 @@ def test_knob_set_is_frozen():
         "head_dim", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "rms_norm_eps",
         "rope_theta", "max_position_embeddings", "tie_word_embeddings", "aux_loss_type", "aux_loss_coef",
         "initializer_range",
+    ]  # fmt: skip
+
+
+def test_deepseek_v2_knob_set_is_frozen():
+    assert knobs(DeepseekV2Cfg) == [
+        "family", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "first_k_dense_replace",
+        "num_attention_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+        "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "scoring_func",
+        "topk_method", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor", "rms_norm_eps",
+        "rope_theta", "rope_factor", "rope_original_max_position_embeddings", "rope_beta_fast", "rope_beta_slow",
+        "rope_mscale", "rope_mscale_all_dim", "max_position_embeddings", "tie_word_embeddings", "aux_loss_type",
+        "aux_loss_coef", "initializer_range",
     ]  # fmt: skip
 
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pithtrain.config import ConfigError
-from pithtrain.models import qwen3_moe
+from pithtrain.models import deepseek_v2, qwen3_moe
 
-KNOWN_FAMILIES = ("qwen3_moe",)
+KNOWN_FAMILIES = ("qwen3_moe", "deepseek_v2")
 
 
 @dataclass(frozen=True)
@@ -26,15 +26,18 @@ class ModelFamily:
 
 def model_family(name: object) -> ModelFamily:
     if name == "qwen3_moe":
-        m = qwen3_moe
-        return ModelFamily(
-            name,
-            m.Qwen3MoeCfg,
-            m.Qwen3MoeForCausalLM,
-            m.flops_per_token,
-            m.cfg_from_hf,
-            m.cfg_to_hf,
-            m.state_dict_from_hf,
-            m.state_dict_to_hf,
-        )
-    raise ConfigError(f"model.family = {name!r} is unknown. Known families: {', '.join(KNOWN_FAMILIES)}.")
+        m, cfg_class, model_class = qwen3_moe, qwen3_moe.Qwen3MoeCfg, qwen3_moe.Qwen3MoeForCausalLM
+    elif name == "deepseek_v2":
+        m, cfg_class, model_class = deepseek_v2, deepseek_v2.DeepseekV2Cfg, deepseek_v2.DeepseekV2ForCausalLM
+    else:
+        raise ConfigError(f"model.family = {name!r} is unknown. Known families: {', '.join(KNOWN_FAMILIES)}.")
+    return ModelFamily(
+        name,
+        cfg_class,
+        model_class,
+        m.flops_per_token,
+        m.cfg_from_hf,
+        m.cfg_to_hf,
+        m.state_dict_from_hf,
+        m.state_dict_to_hf,
+    )
