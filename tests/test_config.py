@@ -7,6 +7,7 @@ import pytest
 
 from pithtrain.config import ConfigError, apply_overrides, load_dataclass
 from pithtrain.models.deepseek_v2 import DeepseekV2Cfg
+from pithtrain.models.gpt_oss import GptOssCfg
 from pithtrain.models.qwen3_moe import Qwen3MoeCfg
 from pithtrain.tasks.pretrain_lm import PretrainLMCfg, load_pretrain_cfg
 
@@ -50,6 +51,16 @@ def test_deepseek_v2_knob_set_is_frozen():
         "topk_method", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor", "rms_norm_eps",
         "rope_theta", "rope_factor", "rope_original_max_position_embeddings", "rope_beta_fast", "rope_beta_slow",
         "rope_mscale", "rope_mscale_all_dim", "max_position_embeddings", "tie_word_embeddings", "aux_loss_type",
+        "aux_loss_coef", "initializer_range",
+    ]  # fmt: skip
+
+
+def test_gpt_oss_knob_set_is_frozen():
+    assert knobs(GptOssCfg) == [
+        "family", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "head_dim", "sliding_window", "num_local_experts", "num_experts_per_tok", "intermediate_size", "swiglu_alpha",
+        "swiglu_limit", "rms_norm_eps", "rope_theta", "rope_factor", "rope_original_max_position_embeddings",
+        "rope_beta_fast", "rope_beta_slow", "max_position_embeddings", "tie_word_embeddings", "aux_loss_type",
         "aux_loss_coef", "initializer_range",
     ]  # fmt: skip
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pithtrain.config import ConfigError
-from pithtrain.models import deepseek_v2, qwen3_moe
+from pithtrain.models import deepseek_v2, gpt_oss, qwen3_moe
 
-KNOWN_FAMILIES = ("qwen3_moe", "deepseek_v2")
+KNOWN_FAMILIES = ("qwen3_moe", "deepseek_v2", "gpt_oss")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ def model_family(name: object) -> ModelFamily:
         m, cfg_class, model_class = qwen3_moe, qwen3_moe.Qwen3MoeCfg, qwen3_moe.Qwen3MoeForCausalLM
     elif name == "deepseek_v2":
         m, cfg_class, model_class = deepseek_v2, deepseek_v2.DeepseekV2Cfg, deepseek_v2.DeepseekV2ForCausalLM
+    elif name == "gpt_oss":
+        m, cfg_class, model_class = gpt_oss, gpt_oss.GptOssCfg, gpt_oss.GptOssForCausalLM
     else:
         raise ConfigError(f"model.family = {name!r} is unknown. Known families: {', '.join(KNOWN_FAMILIES)}.")
     return ModelFamily(

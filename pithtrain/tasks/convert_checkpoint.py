@@ -19,7 +19,7 @@ from pithtrain.config import ConfigError, load_dataclass
 from pithtrain.models import model_family
 from pithtrain.modules.checkpoint import CheckpointError, load_checkpoint, read_meta, save_checkpoint
 
-HF_FAMILIES = {"qwen3_moe": "qwen3_moe", "deepseek_v2": "deepseek_v2"}  # Hugging Face model_type -> family
+HF_FAMILIES = {"qwen3_moe": "qwen3_moe", "deepseek_v2": "deepseek_v2", "gpt_oss": "gpt_oss"}  # HF model_type -> family
 SHARD_BYTES = 5 * 2**30
 
 

@@ -1,0 +1,491 @@
+"""GPT-OSS (gpt-oss-20b, gpt-oss-120b), self-contained.
+
+Shape legend: B batch, S sequence, D hidden, H query heads, G key/value heads, Dh head dim, F = Dh/2 rotary
+frequencies, E experts, K experts per token, I expert FFN width, T tokens (B*S), N routed copies (T*K), V vocab.
+
+What sets GPT-OSS apart (OpenAI's model card and reference code, gpt_oss/torch/model.py): layers 0, 2, 4, ...
+attend to a sliding window of the last `sliding_window` tokens and the odd layers to the whole prefix; each head
+has a learned "sink" logit that takes part in the softmax but carries no value, so a head can attend to nothing;
+the attention projections, router and experts have biases; the experts use a clamped SwiGLU; routing is top-k on
+the logits, then a softmax over the K chosen ones.
+
+Layer contract as in qwen3_moe.py: `forward_stage1` (norm, attention, norm, routing), `forward_stage3` (experts
+on expert-grouped tokens), `forward_stage5` (weighted combine + residual); `reference_forward` is the oracle.
+Attribute names and tensor layouts follow transformers' GptOss, which is also the Hub's bf16 on-disk layout:
+experts keep [E, D, 2I] weights with gate and up columns interleaved. The released checkpoints store the experts
+in MXFP4; importing those is refused with the command that dequantizes them.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pithtrain.config import ConfigError, Positive, Range
+from pithtrain.operators.token_permute import permute_tokens, unpermute_tokens
+
+
+@dataclass
+class GptOssCfg:
+    family: Literal["gpt_oss"] = "gpt_oss"
+    """Model family; selects this file."""
+    vocab_size: Positive = 201088
+    """Number of token ids; every id in the data must be below it."""
+    hidden_size: Positive = 2880
+    """Width D of the residual stream."""
+    num_hidden_layers: Positive = 24
+    """Number of decoder layers (all MoE); even layers use sliding-window attention, odd layers full attention."""
+    num_attention_heads: Positive = 64
+    """Query heads H."""
+    num_key_value_heads: Positive = 8
+    """Key/value heads G (grouped-query attention); must divide the query heads."""
+    head_dim: Positive = 64
+    """Width Dh of one attention head; even."""
+    sliding_window: Positive = 128
+    """Tokens a sliding-window layer attends to, the current one included."""
+    num_local_experts: Positive = 32
+    """Experts E per layer."""
+    num_experts_per_tok: Positive = 4
+    """Experts K each token is sent to."""
+    intermediate_size: Positive = 2880
+    """Hidden width I of one expert's clamped SwiGLU MLP."""
+    swiglu_alpha: Annotated[float, Range(gt=0)] = 1.702
+    """Sigmoid gain of the clamped SwiGLU: gate * sigmoid(alpha * gate)."""
+    swiglu_limit: Annotated[float, Range(gt=0)] = 7.0
+    """The SwiGLU clamps the gate from above and the up projection on both sides at this value."""
+    rms_norm_eps: Annotated[float, Range(gt=0)] = 1e-5
+    """Epsilon added to the mean square inside RMSNorm."""
+    rope_theta: Annotated[float, Range(gt=0)] = 150000.0
+    """RoPE base frequency."""
+    rope_factor: Annotated[float, Range(ge=1)] = 32.0
+    """YaRN context-extension factor; 1 means plain RoPE."""
+    rope_original_max_position_embeddings: Positive = 4096
+    """YaRN: the context length of pre-training, before extension."""
+    rope_beta_fast: Annotated[float, Range(gt=0)] = 32.0
+    """YaRN: frequencies turning more often than this over the original context are kept as they are."""
+    rope_beta_slow: Annotated[float, Range(gt=0)] = 1.0
+    """YaRN: frequencies turning less often than this over the original context are divided by rope_factor."""
+    max_position_embeddings: Positive = 131072
+    """Longest sequence the model is meant for (recorded in exported configs)."""
+    tie_word_embeddings: bool = False
+    """Share the input embedding with the output head."""
+    aux_loss_type: Literal["global_batch", "sequence", "none"] = "global_batch"
+    """Load-balancing loss: over all tokens of the micro-batch, per sequence (averaged), or off."""
+    aux_loss_coef: Annotated[float, Range(ge=0)] = 1e-3
+    """Weight of the load-balancing loss."""
+    initializer_range: Annotated[float, Range(gt=0)] = 0.02
+    """Standard deviation of the normal init of every matrix."""
+
+    def __post_init__(self):
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ConfigError(
+                f"model.num_key_value_heads = {self.num_key_value_heads} must divide "
+                f"model.num_attention_heads = {self.num_attention_heads}."
+            )
+        if self.head_dim % 2:
+            raise ConfigError(f"model.head_dim = {self.head_dim} must be even (RoPE rotates pairs).")
+        if self.num_experts_per_tok > self.num_local_experts:
+            raise ConfigError(
+                f"model.num_experts_per_tok = {self.num_experts_per_tok} must be at most "
+                f"model.num_local_experts = {self.num_local_experts}."
+            )
+
+
+class GptOssRMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight * x32).to(x.dtype)  # the weight multiplies in fp32, unlike Llama-style norms
+
+
+def rope_cos_sin(position_ids_BS: torch.Tensor, cfg: GptOssCfg):
+    """cos/sin tables (B, S, F) in fp32 with YaRN (Peng et al. 2023, sec. 3.2-3.4): frequencies that turn more than
+    beta_fast times over the original context are kept, those turning fewer than beta_slow times are divided by the
+    factor, with a linear ramp in between (not rounded to whole dims, as in OpenAI's code); cos and sin are scaled
+    by the attention temperature 0.1 * ln(factor) + 1. Matches transformers' `_compute_yarn_parameters`."""
+    dim, theta, factor = cfg.head_dim, cfg.rope_theta, cfg.rope_factor
+    original = cfg.rope_original_max_position_embeddings
+    pos_freqs_F = theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)
+    inv_freq_F, scale = 1.0 / pos_freqs_F, 1.0
+    if factor > 1.0:
+
+        def correction_dim(rotations: float) -> float:  # the dim index that turns `rotations` times in the context
+            return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+        low, high = max(correction_dim(cfg.rope_beta_fast), 0), min(correction_dim(cfg.rope_beta_slow), dim - 1)
+        ramp_F = ((torch.arange(dim // 2, dtype=torch.float) - low) / (high - low if high != low else 1e-3)).clamp(0, 1)
+        inv_freq_F = 1.0 / (factor * pos_freqs_F) * ramp_F + inv_freq_F * (1 - ramp_F)
+        scale = 0.1 * math.log(factor) + 1.0
+    freqs_BSF = position_ids_BS[..., None].float() * inv_freq_F.to(position_ids_BS.device)
+    return freqs_BSF.cos() * scale, freqs_BSF.sin() * scale
+
+
+def apply_rope(x_BHSDh: torch.Tensor, cos_BSF: torch.Tensor, sin_BSF: torch.Tensor) -> torch.Tensor:
+    """Rotate the pairs (x[f], x[f + F]) by frequency f (the two-halves layout)."""
+    x1, x2 = x_BHSDh.chunk(2, dim=-1)
+    cos, sin = cos_BSF[:, None].to(x_BHSDh.dtype), sin_BSF[:, None].to(x_BHSDh.dtype)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def attention_mask(S: int, window: int | None, device) -> torch.Tensor:
+    """allowed_SS[q, k]: causal, and within the last `window` keys (the query's own included) if given."""
+    q_idx, k_idx = torch.arange(S, device=device)[:, None], torch.arange(S, device=device)[None]
+    return (k_idx <= q_idx) & (k_idx > q_idx - window) if window is not None else k_idx <= q_idx
+
+
+def sink_attention(q_BHSDh, k_BHSDh, v_BHSDh, sinks_H, window: int | None, scale: float) -> torch.Tensor:
+    """Attention whose softmax also holds one learned logit per head (the sink) with no value behind it, so a head
+    can attend to nothing. SDPA has no sinks, so the sink becomes one extra key with value 0 that every query sees:
+    an extra channel holds sink_h / scale in each query of head h, 1 in the sink key and 0 in the real keys, so the
+    sink key's logit is exactly sink_h. This keeps SDPA's fused kernels (memory O(S), not O(S^2) as in
+    `sink_attention_reference`); the channels are padded to a multiple of 8 for them."""
+    B, H, S, Dh = q_BHSDh.shape
+    sink_BHS1 = (sinks_H / scale).to(q_BHSDh.dtype).view(1, H, 1, 1).expand(B, H, S, 1)
+    q_BHSX = F.pad(torch.cat((q_BHSDh, sink_BHS1), dim=-1), (0, 7))
+    k_BHSX = torch.cat((F.pad(k_BHSDh, (0, 8)), F.pad(k_BHSDh.new_ones(B, H, 1, 1), (Dh, 7))), dim=2)
+    v_BHSDh = torch.cat((v_BHSDh, v_BHSDh.new_zeros(B, H, 1, Dh)), dim=2)
+    allowed_SS = F.pad(attention_mask(S, window, q_BHSDh.device), (0, 1), value=True)  # the sink: always seen
+    return F.scaled_dot_product_attention(q_BHSX, k_BHSX, v_BHSDh, attn_mask=allowed_SS, scale=scale)
+
+
+def sink_attention_reference(q_BHSDh, k_BHSDh, v_BHSDh, sinks_H, window: int | None, scale: float) -> torch.Tensor:
+    """The oracle of `sink_attention`, as written in transformers' and OpenAI's code: softmax over the masked
+    scores with the sink logit concatenated (fp32), then drop the sink's column."""
+    B, H, S, _ = q_BHSDh.shape
+    scores_BHSS = (q_BHSDh @ k_BHSDh.transpose(-2, -1)).float() * scale
+    scores_BHSS = scores_BHSS.masked_fill(~attention_mask(S, window, q_BHSDh.device), float("-inf"))
+    sink_BHS1 = sinks_H.float().view(1, H, 1, 1).expand(B, H, S, 1)
+    probs_BHSS = torch.cat((scores_BHSS, sink_BHS1), dim=-1).softmax(-1)[..., :-1]
+    return probs_BHSS.to(v_BHSDh.dtype) @ v_BHSDh
+
+
+class GptOssAttention(nn.Module):
+    """Grouped-query attention with biases and per-head sinks; sliding-window on even layers."""
+
+    def __init__(self, cfg: GptOssCfg, layer_idx: int):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = (
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+        )
+        self.q_proj = nn.Linear(cfg.hidden_size, self.num_heads * self.head_dim, bias=True)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias=True)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias=True)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, cfg.hidden_size, bias=True)
+        self.sinks = nn.Parameter(torch.empty(self.num_heads))
+        self.sliding_window = cfg.sliding_window if layer_idx % 2 == 0 else None
+
+    def forward(self, x_BSD: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, S, _ = x_BSD.shape
+        H, G, Dh = self.num_heads, self.num_kv_heads, self.head_dim
+        q_BHSDh = apply_rope(self.q_proj(x_BSD).view(B, S, H, Dh).transpose(1, 2), cos, sin)
+        k_BGSDh = apply_rope(self.k_proj(x_BSD).view(B, S, G, Dh).transpose(1, 2), cos, sin)
+        v_BGSDh = self.v_proj(x_BSD).view(B, S, G, Dh).transpose(1, 2)
+        k_BHSDh, v_BHSDh = k_BGSDh.repeat_interleave(H // G, dim=1), v_BGSDh.repeat_interleave(H // G, dim=1)
+        o_BHSDh = sink_attention(q_BHSDh, k_BHSDh, v_BHSDh, self.sinks, self.sliding_window, Dh**-0.5)
+        return self.o_proj(o_BHSDh.transpose(1, 2).reshape(B, S, H * Dh))
+
+
+class GptOssExperts(nn.Module):
+    """E clamped-SwiGLU experts with biases as stacked weights, in transformers' layout: gate_up_proj [E, D, 2I]
+    with gate and up columns interleaved, down_proj [E, I, D]. `forward` runs all of them with two grouped matmuls."""
+
+    def __init__(self, cfg: GptOssCfg):
+        super().__init__()
+        E, D, I = cfg.num_local_experts, cfg.hidden_size, cfg.intermediate_size
+        self.gate_up_proj = nn.Parameter(torch.empty(E, D, 2 * I))
+        self.gate_up_proj_bias = nn.Parameter(torch.empty(E, 2 * I))
+        self.down_proj = nn.Parameter(torch.empty(E, I, D))
+        self.expert_offset = 0  # global index of expert 0 here; expert parallelism (not yet) shards experts
+        self.down_proj_bias = nn.Parameter(torch.empty(E, D))
+        self.alpha, self.limit = cfg.swiglu_alpha, cfg.swiglu_limit
+
+    def swiglu(self, gate_up_N2I: torch.Tensor) -> torch.Tensor:
+        """OpenAI's clamped SwiGLU: (clamp(up) + 1) * g * sigmoid(alpha * g), g = gate clamped from above."""
+        gate_NI = gate_up_N2I[..., ::2].clamp(max=self.limit)
+        up_NI = gate_up_N2I[..., 1::2].clamp(min=-self.limit, max=self.limit)
+        return (up_NI + 1) * gate_NI * torch.sigmoid(gate_NI * self.alpha)
+
+    def forward(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
+        """x_ND holds the routed copies sorted by expert; tokens_per_expert_E gives each expert's slice."""
+        offsets_E = torch.cumsum(tokens_per_expert_E, 0).to(torch.int32)
+        E, N = tokens_per_expert_E.shape[0], x_ND.shape[0]
+        # Each row's expert, for the biases; output_size avoids a device sync.
+        expert_N = torch.repeat_interleave(torch.arange(E, device=x_ND.device), tokens_per_expert_E, output_size=N)
+        gate_up_N2I = torch._grouped_mm(x_ND, self.gate_up_proj.to(x_ND.dtype), offs=offsets_E)
+        h_NI = self.swiglu(gate_up_N2I + self.gate_up_proj_bias.to(x_ND.dtype)[expert_N])
+        y_ND = torch._grouped_mm(h_NI, self.down_proj.to(h_NI.dtype), offs=offsets_E)
+        return y_ND + self.down_proj_bias.to(y_ND.dtype)[expert_N]
+
+    def reference_forward(self, x_TD: torch.Tensor, topk_ids_TK: torch.Tensor) -> torch.Tensor:
+        """Per-expert loop (the test oracle): returns y_TKD, each token's output from each chosen expert."""
+        T, K = topk_ids_TK.shape
+        y_TKD = x_TD.new_zeros(T, K, x_TD.shape[-1])
+        for e in range(self.gate_up_proj.shape[0]):
+            token_idx, k_idx = torch.where(topk_ids_TK == e)
+            gate_up = x_TD[token_idx] @ self.gate_up_proj[e].to(x_TD.dtype) + self.gate_up_proj_bias[e].to(x_TD.dtype)
+            h = self.swiglu(gate_up)
+            y_TKD[token_idx, k_idx] = (h @ self.down_proj[e].to(h.dtype) + self.down_proj_bias[e]).to(y_TKD.dtype)
+        return y_TKD
+
+
+class AttachAuxLoss(torch.autograd.Function):
+    """Identity on x whose backward also sends gradient 1 into `aux_loss`, so the load-balancing loss
+    trains the router without being threaded through the pipeline to the final loss."""
+
+    @staticmethod
+    def forward(ctx, x, aux_loss):
+        ctx.aux_shape, ctx.aux_dtype = aux_loss.shape, aux_loss.dtype
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_x):
+        return grad_x, torch.ones(ctx.aux_shape, dtype=ctx.aux_dtype, device=grad_x.device)
+
+
+def load_balancing_loss(probs_BSE: torch.Tensor, topk_ids_BSK: torch.Tensor, kind: str) -> torch.Tensor:
+    """Switch-style loss E * sum_e f_e * P_e (1.0 when perfectly balanced), where f_e is the fraction of
+    routed copies sent to expert e and P_e the mean router probability of e. `global_batch` pools every
+    token of the micro-batch; `sequence` computes it per sequence and averages (DeepSeek-V3, eq. 17-20)."""
+    B, S, E = probs_BSE.shape
+    if kind == "global_batch":
+        probs_BSE, topk_ids_BSK = probs_BSE.reshape(1, B * S, E), topk_ids_BSK.reshape(1, B * S, -1)
+    counts_BE = torch.zeros(probs_BSE.shape[0], E, device=probs_BSE.device)
+    counts_BE.scatter_add_(1, topk_ids_BSK.flatten(1), torch.ones_like(topk_ids_BSK.flatten(1), dtype=torch.float))
+    f_BE = counts_BE / topk_ids_BSK[0].numel()
+    return (E * (f_BE * probs_BSE.mean(1)).sum(-1)).mean()
+
+
+class GptOssMLP(nn.Module):
+    def __init__(self, cfg: GptOssCfg):
+        super().__init__()
+        self.cfg = cfg
+        self.router = nn.Linear(cfg.hidden_size, cfg.num_local_experts, bias=True)
+        self.experts = GptOssExperts(cfg)
+
+    def route(self, x_BSD: torch.Tensor, aux_loss_scale: float):
+        """Top-k on the logits, softmax over the K chosen (fp32). The load-balancing loss uses the softmax over
+        all experts, as transformers' does. Returns (topk_ids_TK, topk_w_TK)."""
+        B, S, D = x_BSD.shape
+        logits_BSE = F.linear(x_BSD, self.router.weight.to(x_BSD.dtype), self.router.bias.to(x_BSD.dtype)).float()
+        topk_logits_BSK, topk_ids_BSK = torch.topk(logits_BSE, self.cfg.num_experts_per_tok, dim=-1)
+        topk_w_BSK = topk_logits_BSK.softmax(-1)
+        if self.cfg.aux_loss_type != "none" and self.training and aux_loss_scale > 0:
+            aux = load_balancing_loss(logits_BSE.softmax(-1), topk_ids_BSK, self.cfg.aux_loss_type)
+            topk_w_BSK = AttachAuxLoss.apply(topk_w_BSK, aux * aux_loss_scale)
+        K = self.cfg.num_experts_per_tok
+        return topk_ids_BSK.reshape(B * S, K), topk_w_BSK.reshape(B * S, K)
+
+
+class GptOssDecoderLayer(nn.Module):
+    is_moe = True
+
+    def __init__(self, cfg: GptOssCfg, layer_idx: int):
+        super().__init__()
+        self.input_layernorm = GptOssRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = GptOssAttention(cfg, layer_idx)
+        self.post_attention_layernorm = GptOssRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = GptOssMLP(cfg)
+
+    def forward_stage1(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
+        """Norm, attention, residual, norm, routing. Returns (h_BSD residual, n_TD expert input, ids, weights)."""
+        h_BSD = x_BSD + self.self_attn(self.input_layernorm(x_BSD), cos, sin)
+        n_BSD = self.post_attention_layernorm(h_BSD)
+        topk_ids_TK, topk_w_TK = self.mlp.route(n_BSD, aux_loss_scale)
+        return h_BSD, n_BSD.reshape(-1, n_BSD.shape[-1]), topk_ids_TK, topk_w_TK
+
+    def forward_stage3(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
+        return self.mlp.experts(x_ND, tokens_per_expert_E)
+
+    def forward_stage5(self, h_BSD: torch.Tensor, y_TKD: torch.Tensor, topk_w_TK: torch.Tensor) -> torch.Tensor:
+        return h_BSD + (y_TKD * topk_w_TK[..., None].to(y_TKD.dtype)).sum(1).view_as(h_BSD)
+
+    def forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
+        """One rank: stage 2 and stage 4 are local permutations into and out of expert order."""
+        h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
+        x_ND, perm = permute_tokens(n_TD, topk_ids_TK, self.mlp.experts.gate_up_proj.shape[0])
+        y_ND = self.forward_stage3(x_ND, perm.tokens_per_expert_E)
+        return self.forward_stage5(h_BSD, unpermute_tokens(y_ND, perm), topk_w_TK)
+
+    def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
+        h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
+        return self.forward_stage5(h_BSD, self.mlp.experts.reference_forward(n_TD, topk_ids_TK), topk_w_TK)
+
+
+class GptOssModel(nn.Module):
+    def __init__(self, cfg: GptOssCfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(GptOssDecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
+        self.norm = GptOssRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class GptOssForCausalLM(nn.Module):
+    def __init__(self, cfg: GptOssCfg):
+        super().__init__()
+        self.cfg = cfg
+        self.model = GptOssModel(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self):
+        for name, p in self.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            elif name.endswith("bias"):
+                p.zero_()
+            else:  # matrices, embeddings and the sinks
+                p.normal_(0.0, self.cfg.initializer_range)
+
+    def rope(self, input_ids_BS: torch.Tensor, position_ids_BS: torch.Tensor | None = None):
+        if position_ids_BS is None:
+            position_ids_BS = torch.arange(input_ids_BS.shape[1], device=input_ids_BS.device).expand_as(input_ids_BS)
+        return rope_cos_sin(position_ids_BS, self.cfg)
+
+    def logits(self, h_BSD: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.model.norm(h_BSD))
+
+    def loss_sum(self, h_BSD: torch.Tensor, labels_BS: torch.Tensor) -> torch.Tensor:
+        """Sum (not mean) of token cross-entropies, label -100 ignored: the trainer divides by the global
+        batch's token count, so every token weighs the same whatever micro-batch it falls in."""
+        logits_TV = self.logits(h_BSD).float().view(-1, self.cfg.vocab_size)
+        return F.cross_entropy(logits_TV, labels_BS.reshape(-1), ignore_index=-100, reduction="sum")
+
+    def forward(self, input_ids_BS, labels_BS=None, aux_loss_scale=0.0, reference=False, position_ids_BS=None):
+        """Logits (B, S, V) without labels; the summed cross-entropy with labels."""
+        cos, sin = self.rope(input_ids_BS, position_ids_BS)
+        h_BSD = self.model.embed_tokens(input_ids_BS)
+        for layer in self.model.layers:
+            run = layer.reference_forward if reference else layer
+            h_BSD = run(h_BSD, cos, sin, aux_loss_scale)
+        return self.logits(h_BSD) if labels_BS is None else self.loss_sum(h_BSD, labels_BS)
+
+
+def flops_per_token(cfg: GptOssCfg, seq_len: int) -> float:
+    """Training FLOPs per token: 6 x (active matmul parameters) plus causal attention scores.
+
+    Matmul parameters per layer: q/k/v/o projections, the router, and K experts of 3*D*I each; plus the
+    output head. Attention: QK^T and PV cost 2 * 2 * H * Dh FLOPs per (query, key) pair forward, 3x that for
+    training. A query sees on average S/2 keys in a full layer and W * (1 - W / 2S) in a sliding-window layer
+    of window W < S; half the layers (rounded up) slide.
+    """
+    D, H, G, Dh, W = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.sliding_window
+    attn_params = D * H * Dh * 2 + D * G * Dh * 2
+    moe_params = D * cfg.num_local_experts + cfg.num_experts_per_tok * 3 * D * cfg.intermediate_size
+    matmul_params = cfg.num_hidden_layers * (attn_params + moe_params) + D * cfg.vocab_size
+    sliding = (cfg.num_hidden_layers + 1) // 2
+    full_keys, window_keys = seq_len / 2, (W * (1 - W / (2 * seq_len)) if W < seq_len else seq_len / 2)
+    keys = sliding * window_keys + (cfg.num_hidden_layers - sliding) * full_keys
+    return 6.0 * matmul_params + 12.0 * H * Dh * keys
+
+
+# ---- Hugging Face conversion: transformers' bf16/fp32 layout equals this file's; MXFP4 is refused ----
+
+HF_ROPE_KEYS = {"rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings", "beta_fast",
+                "beta_slow", "truncate"}  # fmt: skip
+MXFP4_HELP = (
+    "pithtrain imports bf16/fp32 weights only. Dequantize once with transformers: "
+    "GptOssForCausalLM.from_pretrained(src, quantization_config=Mxfp4Config(dequantize=True), "
+    "dtype=torch.bfloat16).save_pretrained(dst), then import dst."
+)
+
+
+def cfg_from_hf(hf: dict) -> GptOssCfg:
+    quant = (hf.get("quantization_config") or {}).get("quant_method")
+    if quant is not None:
+        raise ConfigError(f"this GPT-OSS checkpoint is quantized (quantization_config.quant_method = {quant!r}); "
+                          f"MXFP4 import is not supported. {MXFP4_HELP}")  # fmt: skip
+    rope = dict(hf.get("rope_parameters") or hf.get("rope_scaling") or {})
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    yarn = rope_type == "yarn"
+    original = rope.get("original_max_position_embeddings", 4096)
+    if rope_type not in ("default", "yarn") or set(rope) - HF_ROPE_KEYS or (yarn and rope.get("truncate", True)):
+        raise ConfigError(f"rope_parameters = {rope}: pithtrain's gpt_oss supports default and yarn RoPE with "
+                          f"the keys {sorted(HF_ROPE_KEYS)} and truncate false.")  # fmt: skip
+    n_layers = hf["num_hidden_layers"]
+    alternating = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
+    if hf.get("layer_types", alternating) != alternating:
+        raise ConfigError(f"layer_types = {hf['layer_types']}: pithtrain's gpt_oss needs sliding-window attention "
+                          "on even layers and full attention on odd layers, as in the released models.")  # fmt: skip
+    return GptOssCfg(
+        vocab_size=hf["vocab_size"],
+        hidden_size=hf["hidden_size"],
+        num_hidden_layers=n_layers,
+        num_attention_heads=hf["num_attention_heads"],
+        num_key_value_heads=hf["num_key_value_heads"],
+        head_dim=hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
+        sliding_window=hf["sliding_window"],
+        num_local_experts=hf["num_local_experts"],
+        num_experts_per_tok=hf.get("num_experts_per_tok") or hf["experts_per_token"],
+        intermediate_size=hf["intermediate_size"],
+        swiglu_alpha=float(hf.get("swiglu_alpha", 1.702)),
+        swiglu_limit=float(hf.get("swiglu_limit", 7.0)),
+        rms_norm_eps=hf.get("rms_norm_eps", 1e-5),
+        rope_theta=float(rope.get("rope_theta", hf.get("rope_theta", 150000.0))),
+        rope_factor=float(rope.get("factor") or hf["max_position_embeddings"] / original) if yarn else 1.0,
+        rope_original_max_position_embeddings=original,
+        rope_beta_fast=float(rope.get("beta_fast") or 32.0),
+        rope_beta_slow=float(rope.get("beta_slow") or 1.0),
+        max_position_embeddings=hf.get("max_position_embeddings", 131072),
+        tie_word_embeddings=hf.get("tie_word_embeddings", False),
+        aux_loss_coef=float(hf.get("router_aux_loss_coef", 1e-3)),
+        initializer_range=hf.get("initializer_range", 0.02),
+    )
+
+
+def cfg_to_hf(cfg: GptOssCfg) -> dict:
+    """Fields keep Hugging Face's names, so the export is the config itself plus the few that differ."""
+    rope = {"rope_type": "default", "rope_theta": cfg.rope_theta}
+    if cfg.rope_factor != 1.0:
+        rope |= {
+            "rope_type": "yarn",
+            "factor": cfg.rope_factor,
+            "original_max_position_embeddings": cfg.rope_original_max_position_embeddings,
+            "beta_fast": cfg.rope_beta_fast,
+            "beta_slow": cfg.rope_beta_slow,
+            "truncate": False,
+        }
+    same = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "family" and not k.startswith(("rope_", "aux_"))}
+    return same | {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(cfg.num_hidden_layers)],
+        "rope_theta": cfg.rope_theta,
+        "rope_parameters": rope,
+        "router_aux_loss_coef": cfg.aux_loss_coef,
+        "hidden_act": "silu",
+        "attention_bias": True,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def state_dict_from_hf(hf_sd: dict[str, torch.Tensor], cfg: GptOssCfg) -> dict[str, torch.Tensor]:
+    """Hub (bf16) layout -> this file's layout: the same names and shapes."""
+    quantized = [k for k in hf_sd if k.endswith(("_blocks", "_scales"))]
+    if quantized:
+        raise ConfigError(f"the weights hold MXFP4 tensors ({quantized[0]}, ...); MXFP4 import is not supported. "
+                          f"{MXFP4_HELP}")  # fmt: skip
+    sd = dict(hf_sd)
+    if cfg.tie_word_embeddings:
+        sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
+    return sd
+
+
+def state_dict_to_hf(sd: dict[str, torch.Tensor], cfg: GptOssCfg) -> dict[str, torch.Tensor]:
+    hf_sd = dict(sd)
+    if cfg.tie_word_embeddings:
+        hf_sd.pop("lm_head.weight", None)
+    return hf_sd
