@@ -34,6 +34,8 @@ def test_knob_set_is_frozen():
         "data.kind", "data.path", "data.seq_len",
         "checkpoint.dir", "checkpoint.interval", "checkpoint.keep_last", "checkpoint.resume", "checkpoint.init_from",
         "logging.log_interval", "logging.peak_tflops",
+        "distributed.pipeline_parallel_size", "distributed.context_parallel_size",
+        "distributed.expert_parallel_size", "distributed.hsdp", "distributed.timeout_s",
     ]  # fmt: skip
     assert knobs(Qwen3MoeCfg) == [
         "family", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",

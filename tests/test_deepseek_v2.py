@@ -38,10 +38,10 @@ def test_stage_split_equals_reference_forward_with_grads():
 
 def test_dense_layers_do_everything_in_stage1():
     model = DeepseekV2ForCausalLM(CFG)
-    assert [layer.is_moe for layer in model.model.layers] == [False, True, True]
+    assert [layer.is_moe for layer in model.model.layers.values()] == [False, True, True]
     x_BSD = torch.randn(2, 5, CFG.hidden_size)
     cos, sin = model.rope(torch.zeros(2, 5, dtype=torch.long))
-    dense, moe = model.model.layers[0], model.model.layers[1]
+    dense, moe = model.model.layers["0"], model.model.layers["1"]
     out_BSD, n_TD, ids, w = dense.forward_stage1(x_BSD, cos, sin)
     assert n_TD is None and ids is None and w is None and torch.equal(out_BSD, dense(x_BSD, cos, sin))
     h_BSD, n_TD, ids_TK, w_TK = moe.forward_stage1(x_BSD, cos, sin)
@@ -49,7 +49,7 @@ def test_dense_layers_do_everything_in_stage1():
 
 
 def test_group_limited_routing_and_scaling():
-    moe = DeepseekV2ForCausalLM(CFG).model.layers[1].mlp
+    moe = DeepseekV2ForCausalLM(CFG).model.layers["1"].mlp
     torch.nn.init.normal_(moe.gate.weight, std=0.3)
     x_TD = torch.randn(200, CFG.hidden_size)
     ids_TK, w_TK = moe.route(x_TD[None], 0.0)
@@ -64,7 +64,7 @@ def test_group_limited_routing_and_scaling():
 
 def test_sigmoid_scores_renormalised_then_scaled():
     cfg = dataclasses.replace(CFG, scoring_func="sigmoid", norm_topk_prob=True, topk_method="greedy")
-    moe = DeepseekV2ForCausalLM(cfg).model.layers[1].mlp
+    moe = DeepseekV2ForCausalLM(cfg).model.layers["1"].mlp
     x_TD = torch.randn(20, cfg.hidden_size)
     ids_TK, w_TK = moe.route(x_TD[None], 0.0)
     scores_TE = (x_TD @ moe.gate.weight.T).sigmoid()
@@ -77,10 +77,10 @@ def test_aux_loss_trains_router_only_when_on():
     model = DeepseekV2ForCausalLM(CFG)
     ids = torch.randint(0, CFG.vocab_size, (2, 11))
     model(ids, ids, aux_loss_scale=0.0).backward()
-    without = model.model.layers[1].mlp.gate.weight.grad.clone()
+    without = model.model.layers["1"].mlp.gate.weight.grad.clone()
     model.zero_grad()
     model(ids, ids, aux_loss_scale=10.0).backward()
-    assert not torch.allclose(without, model.model.layers[1].mlp.gate.weight.grad)
+    assert not torch.allclose(without, model.model.layers["1"].mlp.gate.weight.grad)
 
 
 def test_lite_example_has_the_published_size():

@@ -23,7 +23,7 @@ CFG = Qwen3MoeCfg(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attent
 
 
 def test_grouped_experts_equal_loop():
-    experts = Qwen3MoeForCausalLM(CFG).model.layers[0].mlp.experts
+    experts = Qwen3MoeForCausalLM(CFG).model.layers["0"].mlp.experts
     x_TD = torch.randn(13, CFG.hidden_size)
     topk_ids_TK = torch.randint(0, CFG.num_experts, (13, 2))
     topk_ids_TK[:, 0] = 0  # expert 0 busy, and likely some expert with no tokens at all
@@ -59,10 +59,10 @@ def test_aux_loss_trains_router_only_when_on():
     model = Qwen3MoeForCausalLM(CFG)
     ids = torch.randint(0, CFG.vocab_size, (2, 11))
     model(ids, ids, aux_loss_scale=0.0).backward()
-    without = model.model.layers[0].mlp.gate.weight.grad.clone()
+    without = model.model.layers["0"].mlp.gate.weight.grad.clone()
     model.zero_grad()
     model(ids, ids, aux_loss_scale=10.0).backward()
-    assert not torch.allclose(without, model.model.layers[0].mlp.gate.weight.grad)
+    assert not torch.allclose(without, model.model.layers["0"].mlp.gate.weight.grad)
 
 
 def test_load_balancing_loss_values():

@@ -15,6 +15,7 @@ class ModelFamily:
     """What the tasks need from a model file: its config class, model class and HF conversion."""
 
     name: str
+    experts_key: str  # the config field holding the number of routed experts
     cfg_class: type
     model_class: type
     flops_per_token: Callable[[Any, int], float]
@@ -27,14 +28,18 @@ class ModelFamily:
 def model_family(name: object) -> ModelFamily:
     if name == "qwen3_moe":
         m, cfg_class, model_class = qwen3_moe, qwen3_moe.Qwen3MoeCfg, qwen3_moe.Qwen3MoeForCausalLM
+        experts_key = "num_experts"
     elif name == "deepseek_v2":
         m, cfg_class, model_class = deepseek_v2, deepseek_v2.DeepseekV2Cfg, deepseek_v2.DeepseekV2ForCausalLM
+        experts_key = "n_routed_experts"
     elif name == "gpt_oss":
         m, cfg_class, model_class = gpt_oss, gpt_oss.GptOssCfg, gpt_oss.GptOssForCausalLM
+        experts_key = "num_local_experts"
     else:
         raise ConfigError(f"model.family = {name!r} is unknown. Known families: {', '.join(KNOWN_FAMILIES)}.")
     return ModelFamily(
         name,
+        experts_key,
         cfg_class,
         model_class,
         m.flops_per_token,

@@ -395,9 +395,14 @@ class DeepseekV2Model(nn.Module):
     def __init__(self, cfg: DeepseekV2Cfg):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(
-            DeepseekV2DenseDecoderLayer(cfg) if i < cfg.first_k_dense_replace else DeepseekV2DecoderLayer(cfg)
-            for i in range(cfg.num_hidden_layers)
+        # Keyed by the global layer index: a pipeline stage keeps only its own layers, under the same names.
+        self.layers = nn.ModuleDict(
+            {
+                str(i): DeepseekV2DenseDecoderLayer(cfg)
+                if i < cfg.first_k_dense_replace
+                else DeepseekV2DecoderLayer(cfg)
+                for i in range(cfg.num_hidden_layers)
+            }
         )
         self.norm = DeepseekV2RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
@@ -438,7 +443,7 @@ class DeepseekV2ForCausalLM(nn.Module):
         """Logits (B, S, V) without labels; the summed cross-entropy with labels."""
         cos, sin = self.rope(input_ids_BS, position_ids_BS)
         h_BSD = self.model.embed_tokens(input_ids_BS)
-        for layer in self.model.layers:
+        for layer in self.model.layers.values():
             run = layer.reference_forward if reference else layer
             h_BSD = run(h_BSD, cos, sin, aux_loss_scale)
         return self.logits(h_BSD) if labels_BS is None else self.loss_sum(h_BSD, labels_BS)

@@ -11,15 +11,19 @@ residual). Stages 2 and 4 (dispatch/combine) belong to the caller: on one rank t
 permutations of `operators/token_permute.py`. `reference_forward` is the eager per-expert oracle.
 """
 
+import zlib
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import torch
+import torch.distributed.nn.functional as dist_fn
 import torch.nn.functional as F
 from torch import nn
 
 from pithtrain.config import ConfigError, Positive, Range
-from pithtrain.operators.token_permute import permute_tokens, unpermute_tokens
+from pithtrain.contexts import distributed
+from pithtrain.modules.expert_parallel import combine, dispatch
+from pithtrain.modules.ring_attention import ring_attention
 
 
 @dataclass
@@ -124,16 +128,21 @@ class Qwen3MoeAttention(nn.Module):
         k_BGSDh = self.k_norm(self.k_proj(x_BSD).view(B, S, self.num_kv_heads, self.head_dim)).transpose(1, 2)
         v_BGSDh = self.v_proj(x_BSD).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q_BHSDh, k_BGSDh = apply_rope(q_BHSDh, cos, sin), apply_rope(k_BGSDh, cos, sin)
-        o_BHSDh = F.scaled_dot_product_attention(q_BHSDh, k_BGSDh, v_BGSDh, is_causal=True, enable_gqa=True)
+        if distributed.cp_size > 1:  # this rank holds a zigzag shard of each sequence
+            o_BHSDh = ring_attention(q_BHSDh, k_BGSDh, v_BGSDh, distributed.cp_group)
+        else:
+            o_BHSDh = F.scaled_dot_product_attention(q_BHSDh, k_BGSDh, v_BGSDh, is_causal=True, enable_gqa=True)
         return self.o_proj(o_BHSDh.transpose(1, 2).reshape(B, S, self.num_heads * self.head_dim))
 
 
 class Qwen3MoeExperts(nn.Module):
-    """E SwiGLU experts as stacked weights; `forward` runs all of them with two grouped matmuls."""
+    """This rank's SwiGLU experts as stacked weights (dim 0 = local expert; under expert parallelism,
+    rank r holds global experts r*E/EP ... (r+1)*E/EP - 1); `forward` runs them with two grouped matmuls."""
 
     def __init__(self, cfg: Qwen3MoeCfg):
         super().__init__()
-        E, D, I = cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
+        E, D, I = cfg.num_experts // distributed.ep_size, cfg.hidden_size, cfg.moe_intermediate_size
+        self.expert_offset = distributed.ep_rank * E
         self.gate_up_proj = nn.Parameter(torch.empty(E, 2 * I, D))
         self.down_proj = nn.Parameter(torch.empty(E, D, I))
 
@@ -146,7 +155,8 @@ class Qwen3MoeExperts(nn.Module):
         return torch._grouped_mm(h_NI, self.down_proj.to(h_NI.dtype).transpose(-2, -1), offs=offsets_E)
 
     def reference_forward(self, x_TD: torch.Tensor, topk_ids_TK: torch.Tensor) -> torch.Tensor:
-        """Per-expert loop (the test oracle): returns y_TKD, each token's output from each chosen expert."""
+        """Per-expert loop (the test oracle, one rank): y_TKD, each token's output from each chosen expert."""
+        assert distributed.ep_size == 1, "the per-expert loop needs every expert on this rank"
         T, K = topk_ids_TK.shape
         y_TKD = x_TD.new_zeros(T, K, x_TD.shape[-1])
         for e in range(self.gate_up_proj.shape[0]):
@@ -173,14 +183,23 @@ class AttachAuxLoss(torch.autograd.Function):
 def load_balancing_loss(probs_BSE: torch.Tensor, topk_ids_BSK: torch.Tensor, kind: str) -> torch.Tensor:
     """Switch-style loss E * sum_e f_e * P_e (1.0 when perfectly balanced), where f_e is the fraction of
     routed copies sent to expert e and P_e the mean router probability of e. `global_batch` pools every
-    token of the micro-batch; `sequence` computes it per sequence and averages (DeepSeek-V3, eq. 17-20)."""
+    token of the micro-batch; `sequence` computes it per sequence and averages (DeepSeek-V3, eq. 17-20).
+    Under context parallelism the sums run over the whole sequence (all CP ranks); every CP rank then
+    holds the same value and back-propagates 1/CP of it, since the all-reduce's backward sums them."""
     B, S, E = probs_BSE.shape
     if kind == "global_batch":
         probs_BSE, topk_ids_BSK = probs_BSE.reshape(1, B * S, E), topk_ids_BSK.reshape(1, B * S, -1)
     counts_BE = torch.zeros(probs_BSE.shape[0], E, device=probs_BSE.device)
     counts_BE.scatter_add_(1, topk_ids_BSK.flatten(1), torch.ones_like(topk_ids_BSK.flatten(1), dtype=torch.float))
-    f_BE = counts_BE / topk_ids_BSK[0].numel()
-    return (E * (f_BE * probs_BSE.mean(1)).sum(-1)).mean()
+    prob_sums_BE = probs_BSE.sum(1)
+    tokens = probs_BSE.shape[1] * distributed.cp_size
+    if distributed.cp_size > 1:
+        # Same value, 1/CP of the gradient: the all-reduce's backward adds up CP identical gradients.
+        prob_sums_BE = prob_sums_BE / distributed.cp_size + prob_sums_BE.detach() * (1 - 1 / distributed.cp_size)
+        prob_sums_BE = dist_fn.all_reduce(prob_sums_BE, group=distributed.cp_group)
+        torch.distributed.all_reduce(counts_BE, group=distributed.cp_group)
+    f_BE = counts_BE / (tokens * topk_ids_BSK.shape[-1])
+    return (E * (f_BE * prob_sums_BE / tokens).sum(-1)).mean()
 
 
 class Qwen3MoeSparseMoeBlock(nn.Module):
@@ -205,8 +224,11 @@ class Qwen3MoeSparseMoeBlock(nn.Module):
 
 
 class Qwen3MoeDecoderLayer(nn.Module):
+    is_moe = True
+
     def __init__(self, cfg: Qwen3MoeCfg):
         super().__init__()
+        self.num_experts = cfg.num_experts
         self.input_layernorm = Qwen3MoeRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = Qwen3MoeAttention(cfg)
         self.post_attention_layernorm = Qwen3MoeRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -226,11 +248,11 @@ class Qwen3MoeDecoderLayer(nn.Module):
         return h_BSD + (y_TKD * topk_w_TK[..., None].to(y_TKD.dtype)).sum(1).view_as(h_BSD)
 
     def forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
-        """One rank: stage 2 and stage 4 are local permutations into and out of expert order."""
+        """All five stages in a row; stages 2 and 4 are local permutations, or all-to-alls under EP."""
         h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
-        x_ND, perm = permute_tokens(n_TD, topk_ids_TK, self.mlp.experts.gate_up_proj.shape[0])
-        y_ND = self.forward_stage3(x_ND, perm.tokens_per_expert_E)
-        return self.forward_stage5(h_BSD, unpermute_tokens(y_ND, perm), topk_w_TK)
+        x_ND, tokens_per_expert_E, plan = dispatch(n_TD, topk_ids_TK, self.num_experts)
+        y_ND = self.forward_stage3(x_ND, tokens_per_expert_E)
+        return self.forward_stage5(h_BSD, combine(y_ND, plan), topk_w_TK)
 
     def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
         h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
@@ -241,7 +263,8 @@ class Qwen3MoeModel(nn.Module):
     def __init__(self, cfg: Qwen3MoeCfg):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(Qwen3MoeDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        # A dict keyed by the global layer index: a pipeline stage keeps only its own layers, under the same names.
+        self.layers = nn.ModuleDict({str(i): Qwen3MoeDecoderLayer(cfg) for i in range(cfg.num_hidden_layers)})
         self.norm = Qwen3MoeRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
@@ -253,15 +276,28 @@ class Qwen3MoeForCausalLM(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.reset_parameters()
+        if not any(p.is_meta for p in self.parameters()):
+            self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self):
+        """Each tensor (each expert, for stacked experts) draws from a generator seeded by its name, so
+        any rank can initialise exactly its own slice of the model, and every mesh starts identical."""
+        base = torch.initial_seed()
+
+        def normal_(t: torch.Tensor, key: str):
+            g = torch.Generator(device=t.device).manual_seed(base + zlib.crc32(key.encode()))
+            t.normal_(0.0, self.cfg.initializer_range, generator=g)
+
         for name, p in self.named_parameters():
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
+            elif ".mlp.experts." in name:
+                offset = self.get_submodule(name.rsplit(".", 1)[0]).expert_offset
+                for e in range(p.shape[0]):
+                    normal_(p[e], f"{name}.{offset + e}")
             else:
-                p.normal_(0.0, self.cfg.initializer_range)
+                normal_(p, name)
 
     def rope(self, input_ids_BS: torch.Tensor, position_ids_BS: torch.Tensor | None = None):
         if position_ids_BS is None:
@@ -277,11 +313,11 @@ class Qwen3MoeForCausalLM(nn.Module):
         logits_TV = self.logits(h_BSD).float().view(-1, self.cfg.vocab_size)
         return F.cross_entropy(logits_TV, labels_BS.reshape(-1), ignore_index=-100, reduction="sum")
 
-    def forward(self, input_ids_BS, labels_BS=None, aux_loss_scale: float = 0.0, reference: bool = False):
+    def forward(self, input_ids_BS, labels_BS=None, aux_loss_scale=0.0, reference=False, position_ids_BS=None):
         """Logits (B, S, V) without labels; the summed cross-entropy with labels."""
-        cos, sin = self.rope(input_ids_BS)
+        cos, sin = self.rope(input_ids_BS, position_ids_BS)
         h_BSD = self.model.embed_tokens(input_ids_BS)
-        for layer in self.model.layers:
+        for layer in self.model.layers.values():
             run = layer.reference_forward if reference else layer
             h_BSD = run(h_BSD, cos, sin, aux_loss_scale)
         return self.logits(h_BSD) if labels_BS is None else self.loss_sum(h_BSD, labels_BS)

@@ -20,9 +20,11 @@ from typing import Any, Literal
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+from torch.distributed.tensor import DTensor
 
 from pithtrain.config import NonNegative, Positive, UserInputError
+from pithtrain.contexts import distributed
 
 CHECKPOINT_FORMAT = "pithtrain-dcp-v1"
 # DCP warns that it saves from one process when no process group exists; that is the intent here.
@@ -87,44 +89,82 @@ def check_model_matches(meta: dict[str, Any], model_cfg: Any) -> None:
         )
 
 
-def save_checkpoint(ckpt_dir: str | Path, step: int, model, optimizer, meta: dict[str, Any], keep_last: int) -> Path:
-    ckpt_dir = Path(ckpt_dir)
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    name = f"step-{step:08d}"
-    tmp, final = ckpt_dir / f".tmp-{name}", ckpt_dir / name
-    shutil.rmtree(tmp, ignore_errors=True)  # leftovers of a crashed save
+def _barrier() -> None:
+    if distributed.world_size > 1:
+        torch.distributed.barrier()
+
+
+def _canonical(model, optimizer) -> dict[str, Any]:
+    """The state to save or load in place, in the mesh-independent layout: global layer names (pipeline
+    stages keep them), FSDP shards as DTensors (DCP reshards them), and every stacked expert tensor split
+    into one entry per expert under its global index (`...experts.gate_up_proj.17`), for weights and
+    optimizer moments alike. All entries are views of the live tensors, so `dcp.load` fills them in place."""
     if optimizer is None:
-        state = {"model": model.state_dict()}
+        model_sd, optim_state = get_model_state_dict(model), {}
     else:
         model_sd, optim_sd = get_state_dict(model, optimizer)
-        state = {"model": model_sd, "optim": optim_sd, "rng": {"cpu": torch.get_rng_state()}}
-    dcp.save(state, checkpoint_id=str(tmp))
-    meta = {"format": CHECKPOINT_FORMAT, "step": step, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")} | meta
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    if final.exists():  # re-saving a step (a resumed run that ends where it started): replace it
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    pointer_tmp = ckpt_dir / ".latest.tmp"
-    pointer_tmp.write_text(name)
-    os.replace(pointer_tmp, ckpt_dir / "latest")
-    old = sorted(p for p in ckpt_dir.glob("step-*") if p.is_dir())[:-keep_last]
-    for p in old:
-        shutil.rmtree(p)
+        optim_state = optim_sd["state"]
+
+    def split(key: str, t: torch.Tensor, out: dict) -> None:
+        local = t.to_local() if isinstance(t, DTensor) else t
+        first = model.get_submodule(key.split(".mlp.experts.")[0] + ".mlp.experts").expert_offset
+        if isinstance(t, DTensor):  # FSDP's Shard(0) over DP x CP: torch.chunk rows of this rank's experts
+            first += t.device_mesh.get_local_rank() * -(-t.shape[0] // t.device_mesh.size())
+        for i in range(local.shape[0]):
+            out[f"{key}.{first + i}"] = local[i]
+
+    state: dict[str, Any] = {"model": {}, "optim": {}}
+    for key, t in model_sd.items():
+        if ".mlp.experts." in key:
+            split(key, t, state["model"])
+        else:
+            state["model"][key] = t
+    for key, moments in optim_state.items():
+        entry = state["optim"][key] = {}
+        for name, t in moments.items():
+            if ".mlp.experts." in key and t.ndim > 0:
+                split(key, t, entry.setdefault(name, {}))
+            else:
+                entry[name] = t
+    if optimizer is None:
+        del state["optim"]
+    else:
+        state["rng"] = {"cpu": torch.get_rng_state()}
+    return state
+
+
+def save_checkpoint(ckpt_dir: str | Path, step: int, model, optimizer, meta: dict[str, Any], keep_last: int) -> Path:
+    """Every rank calls this (DCP is collective); rank 0 alone renames and moves the `latest` pointer."""
+    ckpt_dir = Path(ckpt_dir)
+    name = f"step-{step:08d}"
+    tmp, final = ckpt_dir / f".tmp-{name}", ckpt_dir / name
+    if distributed.rank == 0:
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # leftovers of a crashed save
+    _barrier()
+    dcp.save(_canonical(model, optimizer), checkpoint_id=str(tmp))
+    _barrier()
+    if distributed.rank == 0:
+        meta = {"format": CHECKPOINT_FORMAT, "step": step, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")} | meta
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        if final.exists():  # re-saving a step (a resumed run that ends where it started): replace it
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        pointer_tmp = ckpt_dir / ".latest.tmp"
+        pointer_tmp.write_text(name)
+        os.replace(pointer_tmp, ckpt_dir / "latest")
+        for old in sorted(p for p in ckpt_dir.glob("step-*") if p.is_dir())[:-keep_last]:
+            shutil.rmtree(old)
+    _barrier()
     return final
 
 
 def load_checkpoint(path: str | Path, model, optimizer=None) -> None:
-    """Load model weights (and optimizer state and RNG, when an optimizer is given) in place."""
+    """Load model weights (and optimizer state and RNG, when an optimizer is given) in place, on any mesh."""
     try:
-        if optimizer is None:
-            state = {"model": model.state_dict()}
-            dcp.load(state, checkpoint_id=str(path))
-            model.load_state_dict(state["model"])
-        else:
-            model_sd, optim_sd = get_state_dict(model, optimizer)
-            state = {"model": model_sd, "optim": optim_sd, "rng": {"cpu": torch.get_rng_state()}}
-            dcp.load(state, checkpoint_id=str(path))
-            set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        state = _canonical(model, optimizer)
+        dcp.load(state, checkpoint_id=str(path))
+        if optimizer is not None:
             torch.set_rng_state(state["rng"]["cpu"])
     except (CheckpointException, RuntimeError, ValueError, KeyError, OSError, EOFError) as e:
         raise CheckpointError(

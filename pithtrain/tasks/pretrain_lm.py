@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Any
 import torch
 
 from pithtrain.config import ConfigError, apply_overrides, load_dataclass, read_toml
+from pithtrain.contexts import distributed
+from pithtrain.dualpipe.dualpipev import Chunk, DualPipeV, pipeline_layer_split
 from pithtrain.models import model_family
 from pithtrain.modules.checkpoint import (
     CheckpointCfg,
@@ -21,7 +24,9 @@ from pithtrain.modules.checkpoint import (
     save_checkpoint,
 )
 from pithtrain.modules.data import DataCfg, ResumableSampler, get_batch, make_dataset
+from pithtrain.modules.distributed import DistributedCfg, apply_fsdp, clip_grad_norm, setup_distributed
 from pithtrain.modules.logging import LoggingCfg, ProgressLogger
+from pithtrain.modules.ring_attention import zigzag_positions, zigzag_split
 from pithtrain.modules.training import TrainingCfg, compute_dtype, lr_at, make_optimizer, resolve_device
 
 
@@ -35,6 +40,7 @@ class PretrainLMCfg:
     data: DataCfg = field(default_factory=DataCfg)
     checkpoint: CheckpointCfg = field(default_factory=CheckpointCfg)
     logging: LoggingCfg = field(default_factory=LoggingCfg)
+    distributed: DistributedCfg = field(default_factory=DistributedCfg)
 
 
 def load_pretrain_cfg(path: str, overrides: list[str] = ()) -> PretrainLMCfg:
@@ -50,16 +56,85 @@ def load_pretrain_cfg(path: str, overrides: list[str] = ()) -> PretrainLMCfg:
     return cfg
 
 
-def launch(cfg: PretrainLMCfg) -> list[dict]:
-    """Train; returns the per-step metric records. Everything is validated before anything is written."""
+def check_layout(cfg: PretrainLMCfg, family) -> None:
+    """Mesh-dependent checks, once the world is known: each names the keys involved."""
+    d, tc, m = distributed, cfg.training, cfg.model
+    num_experts = getattr(m, family.experts_key)
+    if num_experts % d.ep_size:
+        raise ConfigError(
+            f"model.{family.experts_key} = {num_experts} is not divisible by expert_parallel_size = {d.ep_size}."
+        )
+    if family.name != "qwen3_moe" and d.world_size > 1:
+        raise ConfigError(
+            f"model.family = {family.name!r} runs on one process only so far; qwen3_moe runs on any mesh."
+        )
+    if d.cp_size > 1 and cfg.data.seq_len % (2 * d.cp_size):
+        raise ConfigError(
+            f"data.seq_len = {cfg.data.seq_len} must be a multiple of 2 x context_parallel_size = "
+            f"{2 * d.cp_size} (the zigzag split)."
+        )
+    if tc.global_batch_size % (d.data_size * tc.micro_batch_size):
+        raise ConfigError(
+            f"training.global_batch_size = {tc.global_batch_size} must be a multiple of data-parallel ranks "
+            f"(DP x EP = {d.data_size}) x training.micro_batch_size = {tc.micro_batch_size}."
+        )
+    num_micro = tc.global_batch_size // (d.data_size * tc.micro_batch_size)
+    if d.pp_size > 1 and num_micro < 2 * d.pp_size:
+        raise ConfigError(
+            f"DualPipeV needs at least 2 x pipeline_parallel_size = {2 * d.pp_size} micro-batches per rank, got "
+            f"global_batch_size / (DP x EP x micro_batch_size) = {num_micro}. Raise training.global_batch_size."
+        )
+    if d.pp_size > 1 and m.tie_word_embeddings:
+        raise ConfigError("model.tie_word_embeddings = true is not supported with pipeline_parallel_size > 1.")
+
+
+def make_model(cfg: PretrainLMCfg, family, device: torch.device):
+    """The whole model on one pipeline stage; under PP, only this rank's two chunks, built on the meta
+    device and then materialised (name-seeded init makes every mesh start from the same weights)."""
+    if distributed.pp_size == 1:
+        with torch.device(device):
+            return family.model_class(cfg.model), None
+    with torch.device("meta"):
+        model = family.model_class(cfg.model)
+    split = pipeline_layer_split(cfg.model.num_hidden_layers, distributed.pp_size)
+    r, last = distributed.pp_rank, 2 * distributed.pp_size - 1
+    chunks = (Chunk(split[r], r == 0, False), Chunk(split[last - r], False, r == 0))
+    keep = {str(i) for c in chunks for i in c.layer_ids}
+    model.model.layers = torch.nn.ModuleDict({k: v for k, v in model.model.layers.items() if k in keep})
+    if r != 0:
+        del model.model.embed_tokens, model.model.norm, model.lm_head
+    model.to_empty(device=device)
+    model.reset_parameters()
+    return model, chunks
+
+
+@dataclass
+class Run:
+    """Everything `launch` sets up; `forward_backward` runs one step's micro-batches with it."""
+
+    cfg: PretrainLMCfg
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    pipeline: DualPipeV | None
+    dataset: Any
+    sampler: ResumableSampler
+    device: torch.device
+    dtype: torch.dtype
+    ckpt_dir: Path
+    resume: Path | None
+
+
+def setup(cfg: PretrainLMCfg) -> Run:
+    """Mesh, model, optimizer, data. Everything is validated before anything is written."""
     family = model_family(cfg.model.family)
-    tc = cfg.training
+    tc, d = cfg.training, distributed
     device = resolve_device(tc)
     dtype = compute_dtype(tc, device)
-    run_dir = Path(cfg.run_dir)
-    ckpt_dir = Path(cfg.checkpoint.dir or run_dir / "checkpoints")
-
-    # Set-up, validation first: data, then any checkpoint to resume or start from.
+    setup_distributed(cfg.distributed, device)
+    if device.type == "cuda":
+        device = torch.device("cuda", torch.cuda.current_device())
+    check_layout(cfg, family)
+    ckpt_dir = Path(cfg.checkpoint.dir or Path(cfg.run_dir) / "checkpoints")
     dataset = make_dataset(cfg.data, cfg.model.vocab_size, tc.seed)
     resume = latest_checkpoint(ckpt_dir) if ckpt_dir.exists() else None
     if resume is not None and cfg.checkpoint.resume == "never":
@@ -73,49 +148,82 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
             break
 
     torch.manual_seed(tc.seed)
-    with torch.device(device):
-        model = family.model_class(cfg.model)
+    model, chunks = make_model(cfg, family, device)
+    apply_fsdp(model, list(model.model.layers.values()), device)
+    pipeline = None
+    if d.pp_size > 1:
+        fsdp = d.dp_size * d.cp_size * d.ep_size > 1
+        shape = (tc.micro_batch_size, cfg.data.seq_len // d.cp_size, cfg.model.hidden_size)
+        pipeline = DualPipeV(model, chunks, shape, device, defer_weight_grads=not fsdp)
     optimizer = make_optimizer(model, tc)
+    sampler = ResumableSampler(len(dataset), tc.seed, shuffle=cfg.data.kind == "tokens")
+    return Run(cfg, model, optimizer, pipeline, dataset, sampler, device, dtype, ckpt_dir, resume)
+
+
+def forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
+    """Forward and backward over this rank's share of the global batch that starts at sample `consumed`:
+    DP x EP split the sequences, CP splits each sequence (zigzag). Returns (this rank's loss sum, the whole
+    batch's token count); gradients are those of (sum of token losses) / (token count)."""
+    cfg, d, tc, device = run.cfg, distributed, run.cfg.training, run.device
+    local_batch = tc.global_batch_size // d.data_size
+    input_ids, labels = get_batch(run.dataset, run.sampler, consumed + d.data_rank * local_batch, local_batch)
+    input_ids = zigzag_split(input_ids, 1, d.cp_rank, d.cp_size).to(device)
+    labels = zigzag_split(labels, 1, d.cp_rank, d.cp_size).to(device)
+    num_tokens = (labels != -100).sum()
+    if d.world_size > 1:
+        torch.distributed.all_reduce(num_tokens, group=d.dp_cp_ep_group)
+    num_tokens = int(num_tokens)
+    positions = zigzag_positions(cfg.data.seq_len, d.cp_rank, d.cp_size, device).expand(tc.micro_batch_size, -1)
+    # The load-balancing loss is averaged over all micro-batches of the step, like the token loss.
+    aux_loss_scale = cfg.model.aux_loss_coef / (tc.global_batch_size // tc.micro_batch_size)
+    ids_M, labels_M = input_ids.split(tc.micro_batch_size), labels.split(tc.micro_batch_size)
+    if run.pipeline is not None:
+        pos_M = [positions] * len(ids_M)
+        return run.pipeline.step(ids_M, labels_M, pos_M, aux_loss_scale, num_tokens, run.dtype), num_tokens
+    loss_sum = torch.zeros((), device=device)
+    for ids, lab in zip(ids_M, labels_M):
+        with torch.autocast(device.type, dtype=run.dtype, enabled=run.dtype != torch.float32):
+            mb_loss = run.model(ids, lab, aux_loss_scale=aux_loss_scale, position_ids_BS=positions)
+        (mb_loss / num_tokens).backward()
+        loss_sum += mb_loss.detach()
+    return loss_sum, num_tokens
+
+
+def launch(cfg: PretrainLMCfg) -> list[dict]:
+    """Train; returns the per-step metric records (every rank gets the same losses)."""
+    run = setup(cfg)
+    family, tc, d = model_family(cfg.model.family), cfg.training, distributed
+    model, optimizer, leader = run.model, run.optimizer, distributed.rank == 0
     step, consumed = 0, 0
-    if resume is not None:
-        load_checkpoint(resume, model, optimizer)
-        meta = read_meta(resume)
+    if run.resume is not None:
+        load_checkpoint(run.resume, model, optimizer)
+        meta = read_meta(run.resume)
         step, consumed = meta["step"], meta["consumed_samples"]
-        print(f"resumed from {resume} at step {step}", flush=True)
+        if leader:
+            print(f"resumed from {run.resume} at step {step}", flush=True)
     elif cfg.checkpoint.init_from:
         load_checkpoint(read_meta(cfg.checkpoint.init_from)["path"], model)
-        print(f"initialised model weights from {cfg.checkpoint.init_from}", flush=True)
+        if leader:
+            print(f"initialised model weights from {cfg.checkpoint.init_from}", flush=True)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
-    sampler = ResumableSampler(len(dataset), tc.seed, shuffle=cfg.data.kind == "tokens")
-    logger = ProgressLogger(
-        cfg.logging, run_dir, family.flops_per_token(cfg.model, cfg.data.seq_len), device, tc.max_steps
-    )
-    num_micro = tc.global_batch_size // tc.micro_batch_size
-    # The load-balancing loss is averaged over micro-batches, like the token loss.
-    aux_loss_scale = cfg.model.aux_loss_coef / num_micro
+    if leader:
+        run_dir = Path(cfg.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
+        flops = family.flops_per_token(cfg.model, cfg.data.seq_len)
+        logger = ProgressLogger(cfg.logging, run_dir, flops, run.device, tc.max_steps)
+        n_params = sum(p.numel() for p in model.parameters())
+        print(
+            f"training {n_params:,} parameters (this rank) on {run.device} ({run.dtype}), world size "
+            f"{d.world_size}: PP {d.pp_size} DP {d.dp_size} CP {d.cp_size} EP {d.ep_size}",
+            flush=True,
+        )
     meta = {"model": dataclasses.asdict(cfg.model)}
     records = []
-    print(
-        f"training {sum(p.numel() for p in model.parameters()):,} parameters on {device} ({dtype})",
-        flush=True,
-    )
-
     while step < tc.max_steps:
-        # One optimizer step: gradient accumulation over micro-batches, token-weighted loss.
-        input_ids, labels = get_batch(dataset, sampler, consumed, tc.global_batch_size)
-        input_ids, labels = input_ids.to(device), labels.to(device)
-        num_tokens = int((labels != -100).sum())
-        loss_sum = torch.zeros((), device=device)
-        for mb in range(num_micro):
-            sl = slice(mb * tc.micro_batch_size, (mb + 1) * tc.micro_batch_size)
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-                mb_loss = model(input_ids[sl], labels[sl], aux_loss_scale=aux_loss_scale)
-            (mb_loss / num_tokens).backward()
-            loss_sum += mb_loss.detach()
-        clip = tc.grad_clip if tc.grad_clip > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        # One optimizer step: forward/backward over the global batch, clip, update, report, maybe save.
+        loss_sum, num_tokens = forward_backward(run, consumed)
+        grad_norm = clip_grad_norm(model.parameters(), tc.grad_clip or float("inf"), cfg.distributed.hsdp)
         lr = lr_at(step, tc)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -123,22 +231,23 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
         optimizer.zero_grad(set_to_none=True)
         step += 1
         consumed += tc.global_batch_size
+        if d.world_size > 1:
+            torch.distributed.all_reduce(loss_sum)
         loss = float(loss_sum) / num_tokens
-        if not torch.isfinite(torch.tensor(loss)):
+        if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {step}; lower training.lr or check the data.")
-        records.append(logger.log(step, loss, lr, float(grad_norm), tc.global_batch_size * cfg.data.seq_len))
+        record = {"step": step, "loss": loss}
+        if leader:
+            record = logger.log(step, loss, lr, float(grad_norm), tc.global_batch_size * cfg.data.seq_len)
+        records.append(record)
 
         if step == tc.max_steps or (cfg.checkpoint.interval and step % cfg.checkpoint.interval == 0):
             t0 = time.perf_counter()
-            path = save_checkpoint(
-                ckpt_dir,
-                step,
-                model,
-                optimizer,
-                meta | {"consumed_samples": consumed},
-                cfg.checkpoint.keep_last,
-            )
-            print(f"saved checkpoint {path} in {time.perf_counter() - t0:.1f}s", flush=True)
-            logger.last_time = time.perf_counter()  # the save is not part of the next step's time
-    logger.close()
+            extra = meta | {"consumed_samples": consumed}
+            path = save_checkpoint(run.ckpt_dir, step, model, optimizer, extra, cfg.checkpoint.keep_last)
+            if leader:
+                print(f"saved checkpoint {path} in {time.perf_counter() - t0:.1f}s", flush=True)
+                logger.last_time = time.perf_counter()  # the save is not part of the next step's time
+    if leader:
+        logger.close()
     return records

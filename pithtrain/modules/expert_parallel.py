@@ -1,0 +1,107 @@
+"""MoE stages 2 (dispatch) and 4 (combine): local permutation on one rank, deduplicated all-to-all under EP.
+
+Shapes: T local tokens, K experts per token, D hidden, R EP ranks, E_l experts per rank, S rows sent
+(one per (token, destination rank) pair), N routed copies that land on this rank's experts.
+Deduplication: a token routed to several experts on the same rank crosses the wire once, with a
+K-wide list of which local experts want it, and is fanned out on arrival. The combine sends back one
+row per routed copy, in the order the source rank can place without any extra metadata.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from pithtrain.contexts import distributed
+from pithtrain.operators.token_permute import Permutation, permute_tokens, unpermute_tokens
+
+
+class AllToAll(torch.autograd.Function):
+    """Differentiable all_to_all_single with uneven splits; backward is the reverse exchange."""
+
+    @staticmethod
+    def forward(ctx, x, out_splits: list[int], in_splits: list[int], group):
+        ctx.out_splits, ctx.in_splits, ctx.group = out_splits, in_splits, group
+        out = x.new_empty((sum(out_splits), *x.shape[1:]))
+        dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_in = grad_out.new_empty((sum(ctx.in_splits), *grad_out.shape[1:]))
+        dist.all_to_all_single(grad_in, grad_out.contiguous(), ctx.in_splits, ctx.out_splits, group=ctx.group)
+        return grad_in, None, None, None
+
+
+def exchange(x: torch.Tensor, out_splits: list[int], in_splits: list[int]) -> torch.Tensor:
+    return AllToAll.apply(x, out_splits, in_splits, distributed.ep_group)
+
+
+@dataclass
+class DispatchPlan:
+    """What combine needs to send expert outputs back to where the tokens came from."""
+
+    num_tokens: int
+    top_k: int
+    sort_N: torch.Tensor  # expert order -> arrival (row, k) order
+    pairs_from_rank: list[int]  # routed copies that arrived from each rank
+    pairs_to_rank: list[int]  # routed copies this rank sent to each rank
+    pair_order: torch.Tensor  # source side: (rank, token, k) order -> flat token*K + k
+
+
+def build_dispatch_plan(topk_ids_TK: torch.Tensor, experts_per_rank: int, ep_size: int):
+    """Which token goes to which rank (once per rank), with the local expert ids it wants there."""
+    T, K = topk_ids_TK.shape
+    dest_TK = topk_ids_TK // experts_per_rank
+    wants_TR = torch.zeros(T, ep_size, dtype=torch.bool, device=topk_ids_TK.device)
+    wants_TR.scatter_(1, dest_TK, True)
+    rank_S, token_S = wants_TR.T.nonzero(as_tuple=True)  # sorted by rank, then token
+    local_ids_SK = torch.where(
+        dest_TK[token_S] == rank_S[:, None], topk_ids_TK[token_S] - rank_S[:, None] * experts_per_rank, -1
+    )
+    rows_to_rank = wants_TR.sum(0)
+    pairs_to_rank = torch.bincount(dest_TK.reshape(-1), minlength=ep_size)
+    pair_order = torch.argsort(dest_TK.reshape(-1), stable=True)  # (rank, token, k): the order pairs return in
+    return token_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order
+
+
+def dispatch(n_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_experts: int):
+    """Stage 2. Returns (x_ND sorted by local expert, tokens_per_expert, plan for `combine`)."""
+    if distributed.ep_size == 1:
+        x_ND, perm = permute_tokens(n_TD, topk_ids_TK, num_experts)
+        return x_ND, perm.tokens_per_expert_E, perm
+    R, E_l = distributed.ep_size, num_experts // distributed.ep_size
+    token_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order = build_dispatch_plan(topk_ids_TK, E_l, R)
+    counts_out = torch.stack([rows_to_rank, pairs_to_rank], 1)
+    counts_in = torch.empty_like(counts_out)
+    dist.all_to_all_single(counts_in, counts_out, group=distributed.ep_group)
+    rows_in, rows_out = counts_in[:, 0].tolist(), rows_to_rank.tolist()
+    x_RD = exchange(n_TD.index_select(0, token_S), rows_in, rows_out)
+    local_ids_RK = local_ids_SK.new_empty((sum(rows_in), local_ids_SK.shape[1]))
+    dist.all_to_all_single(local_ids_RK, local_ids_SK, rows_in, rows_out, group=distributed.ep_group)
+    # Fan out on arrival: one routed copy per (row, k) that names a local expert, then sort by expert.
+    row_N, k_N = (local_ids_RK >= 0).nonzero(as_tuple=True)
+    expert_N = local_ids_RK[row_N, k_N]
+    sort_N = torch.argsort(expert_N, stable=True)
+    x_ND = x_RD.index_select(0, row_N[sort_N])
+    plan = DispatchPlan(
+        num_tokens=n_TD.shape[0],
+        top_k=topk_ids_TK.shape[1],
+        sort_N=sort_N,
+        pairs_from_rank=counts_in[:, 1].tolist(),
+        pairs_to_rank=pairs_to_rank.tolist(),
+        pair_order=pair_order,
+    )
+    return x_ND, torch.bincount(expert_N, minlength=E_l), plan
+
+
+def combine(y_ND: torch.Tensor, plan) -> torch.Tensor:
+    """Stage 4. Expert outputs back to their tokens: y_TKD, each token's output from each of its experts."""
+    if isinstance(plan, Permutation):
+        return unpermute_tokens(y_ND, plan)
+    unsort_N = torch.empty_like(plan.sort_N)
+    unsort_N[plan.sort_N] = torch.arange(plan.sort_N.numel(), device=plan.sort_N.device)
+    y_pairs = exchange(y_ND.index_select(0, unsort_N), plan.pairs_to_rank, plan.pairs_from_rank)
+    back = torch.empty_like(plan.pair_order)
+    back[plan.pair_order] = torch.arange(plan.pair_order.numel(), device=back.device)
+    return y_pairs.index_select(0, back).view(plan.num_tokens, plan.top_k, -1)
