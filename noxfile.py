@@ -1,4 +1,4 @@
-"""Sessions: `tests` (pytest, fast tests unless `-- -m ""`), `lint` (ruff)."""
+"""Sessions: `tests` (pytest, fast tests unless `-- -m ""`), `lint` (ruff), `throughput` (GPU benchmark)."""
 
 import nox
 
@@ -22,3 +22,14 @@ def lint(session):
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(venv_backend="none")
+def throughput(session):
+    """pithtrain against TorchTitan on a GPU host: `nox -s throughput -- --config qwen3-30b-a3b-4l [...]`.
+
+    Runs in the calling environment, which must hold a CUDA torch (and TorchTitan for the baselines):
+    a fresh venv would pull the CPU pin above. The GPU machine has no nox: there, run the script itself
+    (benchmarks/gpu_run.sh does). Options and method: benchmarks/throughput.py --help, benchmarks/NOTES.md.
+    """
+    session.run("python3", "benchmarks/throughput.py", *(session.posargs or ["--config", "qwen3-30b-a3b-4l"]))

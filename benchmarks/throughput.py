@@ -1,0 +1,657 @@
+"""Training throughput: pithtrain against TorchTitan, side by side, on the same shapes in one call.
+
+    python3 benchmarks/throughput.py --config qwen3-30b-a3b-4l \
+        [--frameworks pithtrain,torchtitan-eager,torchtitan-compiled] [--balanced-routing] [--gpus 1,2] \
+        [--steps 3,8] [--repeats 1] [--out results/throughput]
+    python3 benchmarks/throughput.py --smoke --out /tmp/x      # CPU, tiny model, pithtrain only
+
+Method (benchmarks/NOTES.md says why): every framework trains the configuration's model shape on the same
+sequence length, global batch, synthetic uniform tokens, warm-up and timed steps, BF16 compute with fp32
+master weights and AdamW, no activation checkpointing. Each run is its own process tree (torchrun for
+more than one GPU), so memory and compile caches never leak from one run into the next, and runs
+alternate between frameworks (the order rotates with each repeat). The call first measures the bf16
+matmul peak of its GPUs (8192^3, median of repeats), so MFU is given against the 989 TFLOP/s spec and
+against what this machine delivers today. tokens/s per GPU is the median over the timed steps.
+
+pithtrain runs through its own CLI (`python -m pithtrain train <toml>`, data.kind = "synthetic") and is
+read from its metrics.jsonl; TorchTitan through its own trainer (`torchrun -m torchtitan.train`) with its
+Qwen3 MoE model at the same shape (a flavor registered by `--experimental.custom_import`), a generated
+word-level tokenizer over the full vocabulary and a local JSONL corpus of uniformly random words, read
+from its log lines. Each run is stopped once its last timed step is logged (pithtrain would otherwise
+write a full checkpoint at max_steps). One JSONL record per run goes to <out>/<call id>.jsonl.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+CONFIGS = REPO / "benchmarks" / "configs.toml"
+SCHEMA = "pithtrain-throughput-v1"
+SPEC_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the datasheet figure
+FRAMEWORKS = ("pithtrain", "torchtitan-eager", "torchtitan-compiled")
+# The Qwen3MoeCfg field that forces round-robin routing (proposed in NOTES.md); without it pithtrain's
+# balanced runs are recorded as skipped rather than silently run unbalanced.
+BALANCED_KNOB = "force_balanced_routing"
+SEED = 1234
+TT_FLAVOR = "pithbench"
+
+
+# ---- configurations ----
+
+
+def load_config(name: str) -> dict:
+    table = tomllib.loads(CONFIGS.read_text())
+    if name not in table:
+        raise SystemExit(f"--config {name!r} is not in {CONFIGS}; known: {', '.join(table)}")
+    cfg = dict(table[name], name=name)
+    missing = {"where", "seq_len", "micro_batch_size", "meshes", "model"} - set(cfg)
+    if missing or ("sequences_per_gpu" in cfg) == ("global_batch_size" in cfg):
+        raise SystemExit(
+            f"config {name!r}: needs {sorted(missing)} and exactly one of sequences_per_gpu/global_batch_size"
+        )
+    return cfg
+
+
+def mesh_of(m: dict) -> dict:
+    """A mesh with every axis filled in; DP is what remains of the GPUs."""
+    pp, cp, ep = m.get("pp", 1), m.get("cp", 1), m.get("ep", 1)
+    if m["gpus"] % (pp * cp * ep):
+        raise SystemExit(f"mesh {m}: gpus is not a multiple of pp x cp x ep")
+    return {
+        "gpus": m["gpus"],
+        "nodes": m.get("nodes", 1),
+        "pp": pp,
+        "dp": m["gpus"] // (pp * cp * ep),
+        "cp": cp,
+        "ep": ep,
+    }
+
+
+def global_batch(cfg: dict, gpus: int) -> int:
+    return cfg.get("global_batch_size") or cfg["sequences_per_gpu"] * gpus
+
+
+def flops_per_token(cfg: dict) -> float:
+    """pithtrain's documented formula (`flops_per_token` in the family's model file), for every framework."""
+    from pithtrain.config import load_dataclass
+    from pithtrain.models import model_family
+
+    family = model_family(cfg["model"]["family"])
+    return family.flops_per_token(load_dataclass(family.cfg_class, dict(cfg["model"]), prefix="model."), cfg["seq_len"])
+
+
+def has_balanced_knob(cfg: dict) -> bool:
+    from pithtrain.models import model_family
+
+    return BALANCED_KNOB in {f.name for f in dataclasses.fields(model_family(cfg["model"]["family"]).cfg_class)}
+
+
+# ---- the machine: peak, memory, versions ----
+
+
+def measure_peak(gpus: int) -> dict:
+    """Child-process entry (`--measure-peak N`): bf16 8192^3 matmul on each GPU, median TFLOP/s of 30."""
+    import torch
+
+    n, per_gpu = 8192, []
+    for d in range(gpus):
+        dev = torch.device("cuda", d)
+        a, b = (torch.randn(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2))
+        for _ in range(5):
+            a @ b
+        times = []
+        for _ in range(30):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a @ b
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        per_gpu.append(2 * n**3 / statistics.median(times) / 1e12)
+        del a, b
+    return {"gpu_name": torch.cuda.get_device_name(0), "per_gpu_tflops": per_gpu, "tflops": statistics.mean(per_gpu)}
+
+
+class GpuMemorySampler:
+    """Peak `memory.used` of any GPU, sampled by nvidia-smi every 200 ms: the same yardstick for every
+    framework (each reports its own allocator figure differently)."""
+
+    def __init__(self):
+        self.peak_mib, self.proc = 0.0, None
+        if shutil.which("nvidia-smi"):
+            cmd = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-lms", "200"]
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                self.peak_mib = max(self.peak_mib, float(line.strip()))
+            except ValueError:
+                pass
+
+    def stop(self) -> float | None:
+        if self.proc is None:
+            return None
+        self.proc.terminate()
+        self.proc.wait()
+        return round(self.peak_mib / 1024, 2)
+
+
+def git_state() -> tuple[str, bool | None]:
+    """(commit, dirty). Where the tree travelled without .git, PITH_GIT_COMMIT names the commit it was made
+    from (gpu_run.sh passes it) and dirty is unknown."""
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return os.environ.get("PITH_GIT_COMMIT", "unknown"), None
+    return head.stdout.strip(), bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())
+
+
+def version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def pithtrain_version() -> str:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+
+
+# ---- launching and stopping one run ----
+
+
+def launcher(mesh: dict, run_id: str) -> list[str]:
+    """The process launcher for a mesh: plain python for one GPU, torchrun on one host, srun + torchrun
+    on several nodes (inside a SLURM allocation; the run directory must be on a shared filesystem)."""
+    py = [sys.executable]
+    if mesh["nodes"] == 1:
+        if mesh["gpus"] == 1:
+            return py
+        return [*py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={mesh['gpus']}"]
+    if "SLURM_JOB_ID" not in os.environ or int(os.environ.get("SLURM_NNODES", "0")) < mesh["nodes"]:
+        raise RuntimeError(f"this mesh needs {mesh['nodes']} nodes: run the script inside a SLURM allocation of them")
+    hosts = subprocess.run(
+        ["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]], capture_output=True, text=True
+    ).stdout.split()
+    per_node = mesh["gpus"] // mesh["nodes"]
+    return [
+        "srun", f"--nodes={mesh['nodes']}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+        *py, "-m", "torch.distributed.run", f"--nnodes={mesh['nodes']}", f"--nproc-per-node={per_node}",
+        "--rdzv-backend=c10d", f"--rdzv-endpoint={hosts[0]}:29517", f"--rdzv-id={run_id}",
+    ]  # fmt: skip
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """End the run's own process group (it was started in a new session), politely first."""
+    if proc.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 30)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_until(cmd, env, cwd, log_path: Path, steps_seen, total_steps: int, timeout_s: float) -> tuple[str, str]:
+    """Start `cmd`, stop it once `steps_seen()` reaches total_steps. Returns (status, detail)."""
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            while True:
+                done = steps_seen() >= total_steps
+                if done or proc.poll() is not None:
+                    break
+                if time.monotonic() - t0 > timeout_s:
+                    stop_group(proc)
+                    return "timeout", f"stopped after {timeout_s:.0f} s with {steps_seen()} of {total_steps} steps"
+                time.sleep(0.2)
+        finally:
+            stop_group(proc)
+    if done or steps_seen() >= total_steps:
+        return "ok", ""
+    tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
+    return "failed", f"exit code {proc.returncode} after {steps_seen()} of {total_steps} steps: " + " | ".join(tail)
+
+
+# ---- pithtrain ----
+
+
+def pithtrain_run(cfg, mesh, routing, steps, work: Path, log_path: Path, timeout_s, smoke: bool) -> dict:
+    warm, timed = steps
+    total = warm + timed
+    if routing == "balanced" and not has_balanced_knob(cfg):
+        return {"status": "skipped", "error": f"pithtrain has no model.{BALANCED_KNOB} knob yet (NOTES.md)"}
+    run_dir = work / "run"
+    model = dict(cfg["model"]) | ({BALANCED_KNOB: True} if routing == "balanced" else {})
+    toml = [f'run_dir = "{run_dir}"', "[model]", *(f"{k} = {json.dumps(v)}" for k, v in model.items())]
+    toml += [
+        "[training]",
+        f"max_steps = {total + 1000}",  # never reached: the run is stopped after `total` steps (no final save)
+        f"global_batch_size = {global_batch(cfg, mesh['gpus'])}",
+        f"micro_batch_size = {cfg['micro_batch_size']}",
+        "warmup_steps = 1",
+        f"seed = {SEED}",
+        f'device = "{"cpu" if smoke else "cuda"}"',
+        f'precision = "{"fp32" if smoke else "bf16"}"',
+        "[data]",
+        'kind = "synthetic"',
+        f"seq_len = {cfg['seq_len']}",
+        "[checkpoint]",
+        'resume = "never"',
+        "[logging]",
+        "log_interval = 1",
+        "[distributed]",
+        f"pipeline_parallel_size = {mesh['pp']}",
+        f"context_parallel_size = {mesh['cp']}",
+        f"expert_parallel_size = {mesh['ep']}",
+    ]
+    (work / "pithtrain.toml").write_text("\n".join(toml) + "\n")
+    metrics = run_dir / "metrics.jsonl"
+
+    def records() -> list[dict]:
+        if not metrics.is_file():
+            return []
+        return [json.loads(line) for line in metrics.read_text().splitlines() if line.endswith("}")]
+
+    cmd = [*launcher(mesh, work.name), "-m", "pithtrain", "train", str(work / "pithtrain.toml")]
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    status, error = run_until(cmd, env, REPO, log_path, lambda: len(records()), total, timeout_s)
+    out = {"status": status, "error": error}
+    kept = [r for r in records() if warm < r["step"] <= total]
+    if status == "ok":
+        out |= {
+            "step_times_s": [r["step_time_s"] for r in kept],
+            "losses": [r["loss"] for r in records()[:total]],
+            "peak_mem_gib": max(r["peak_mem_gib"] for r in kept),
+            "peak_mem_kind": "torch.cuda.max_memory_allocated" if not smoke else "process peak RSS",
+        }
+    return out
+
+
+# ---- TorchTitan ----
+
+
+def torchtitan_assets(cfg, mesh, total_steps: int, work: Path) -> tuple[Path, Path]:
+    """A word-level tokenizer whose ids cover the model's whole vocabulary (word `t<i>` is id i), and a
+    JSONL corpus of uniformly random words, enough for every step without a second pass."""
+    vocab = cfg["model"]["vocab_size"]
+    assets, data = work / "tt-assets", work / "tt-data"
+    assets.mkdir(exist_ok=True)
+    data.mkdir(exist_ok=True)
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {f"t{i}": i for i in range(vocab)}, "unk_token": "t0"},
+    }  # fmt: skip
+    (assets / "tokenizer.json").write_text(json.dumps(tokenizer))
+    rng = random.Random(SEED)
+    seqs = (total_steps + 2) * global_batch(cfg, mesh["gpus"])
+    words_per_doc = cfg["seq_len"] + 1
+    with open(data / "train.jsonl", "w") as f:
+        for _ in range(seqs):
+            f.write(json.dumps({"text": " ".join(f"t{rng.randrange(vocab)}" for _ in range(words_per_doc))}) + "\n")
+    return assets, data
+
+
+def torchtitan_flavor_module(cfg, work: Path) -> None:
+    """TorchTitan's Qwen3 MoE args at the benchmark's shape, registered as flavor `pithbench` on import."""
+    m = cfg["model"]
+    if m["family"] != "qwen3_moe":
+        raise NotImplementedError(f"the TorchTitan side maps family qwen3_moe only, not {m['family']}")
+    (work / "pithbench_flavor.py").write_text(
+        f'''"""Registers TorchTitan Qwen3 flavor {TT_FLAVOR!r}, written by benchmarks/throughput.py."""
+from torchtitan.models.moe import MoEArgs
+from torchtitan.models.qwen3 import qwen3_args
+from torchtitan.models.qwen3.model.args import Qwen3ModelArgs
+
+qwen3_args[{TT_FLAVOR!r}] = Qwen3ModelArgs(
+    vocab_size={m["vocab_size"]}, max_seq_len={cfg["seq_len"]}, head_dim={m["head_dim"]}, dim={m["hidden_size"]},
+    n_layers={m["num_hidden_layers"]}, n_heads={m["num_attention_heads"]}, n_kv_heads={m["num_key_value_heads"]},
+    qk_norm=True, hidden_dim={m["moe_intermediate_size"] * m["num_experts_per_tok"]}, rope_theta=1000000,
+    enable_weight_tying={m.get("tie_word_embeddings", False)}, moe_enabled=True,
+    moe_inter_dim={m["moe_intermediate_size"]},
+    moe_args=MoEArgs(num_experts={m["num_experts"]}, num_shared_experts=0, top_k={m["num_experts_per_tok"]},
+                     score_func="softmax", route_norm=True, route_scale=1.0, score_before_experts=False),
+)
+'''
+    )
+
+
+TT_STEP = re.compile(r"step:\s*(\d+)\s+loss:\s*(\S+).*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+)")
+
+
+def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_path: Path, timeout_s) -> dict:
+    warm, timed = steps
+    total = warm + timed
+    if mesh["pp"] > 1 or mesh["cp"] > 1 or mesh["nodes"] > 1:
+        return {"status": "skipped", "error": "the TorchTitan side covers one host without PP/CP so far"}
+    if cfg["micro_batch_size"] * mesh["gpus"] != global_batch(cfg, mesh["gpus"]):
+        return {"status": "skipped", "error": "the TorchTitan side runs without gradient accumulation so far"}
+    if version("torchtitan") is None:
+        return {"status": "failed", "error": "torchtitan is not importable (gpu_run.sh installs it from .whl/)"}
+    try:
+        torchtitan_flavor_module(cfg, work)
+    except NotImplementedError as e:
+        return {"status": "skipped", "error": str(e)}
+    assets, data = torchtitan_assets(cfg, mesh, total, work)
+    job = {
+        "job": {"dump_folder": str(work / "tt-out"), "description": f"pithtrain benchmark {cfg['name']}"},
+        "metrics": {"log_freq": 1, "disable_color_printing": True, "enable_tensorboard": False},
+        "model": {"name": "qwen3", "flavor": TT_FLAVOR, "hf_assets_path": str(assets)},
+        "optimizer": {"name": "AdamW", "lr": 3e-4, "eps": 1e-8, "weight_decay": 0.1, "implementation": "fused"},
+        "lr_scheduler": {"warmup_steps": 1},
+        "training": {
+            "local_batch_size": global_batch(cfg, mesh["gpus"]) // mesh["gpus"],
+            "seq_len": cfg["seq_len"],
+            "steps": total,
+            "max_norm": 1.0,
+            "dataset": "c4_test",  # the local-path loader: load_dataset(dataset_path, split="train")
+            "dataset_path": str(data),
+            "dtype": "float32",  # fp32 master weights; bf16 compute through autocast (1 GPU) or FSDP
+            "mixed_precision_param": "bfloat16",
+        },
+        "parallelism": {"data_parallel_shard_degree": -1, "expert_parallel_degree": mesh["ep"]},
+        "activation_checkpoint": {"mode": "none"},
+        "compile": {"enable": compiled, "components": ["model", "loss"]},
+        "checkpoint": {"enable": False},
+        "debug": {"seed": SEED, "moe_force_load_balance": routing == "balanced"},
+        "experimental": {"custom_import": "pithbench_flavor"},
+    }
+    (work / "torchtitan.toml").write_text(to_toml(job))
+
+    def steps_logged() -> list[tuple]:
+        text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+        return [
+            (int(s), float(loss), float(mem), float(tps.replace(",", "")))
+            for s, loss, mem, tps in TT_STEP.findall(text)
+        ]
+
+    # TorchTitan reads LOCAL_RANK, so it goes through torchrun even on one GPU.
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={mesh['gpus']}"]
+    cmd = [*torchrun, "-m", "torchtitan.train", "--job.config_file", str(work / "torchtitan.toml")]
+    path = os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH")]))
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": path,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(work / "hf-home"),
+    }
+    status, error = run_until(cmd, env, work, log_path, lambda: len(steps_logged()), total, timeout_s)
+    out = {"status": status, "error": error}
+    if status == "ok":
+        logged = steps_logged()
+        kept = [s for s in logged if warm < s[0] <= total]
+        tokens_per_gpu = global_batch(cfg, mesh["gpus"]) * cfg["seq_len"] / mesh["gpus"]
+        out |= {
+            "step_times_s": [tokens_per_gpu / s[3] for s in kept],  # tps is per GPU, rounded to a token
+            "losses": [s[1] for s in logged[:total]],
+            "peak_mem_gib": max(s[2] for s in kept),
+            "peak_mem_kind": "torch.cuda max_reserved (TorchTitan's log)",
+        }
+    return out
+
+
+def to_toml(table: dict) -> str:
+    lines = []
+    for section, values in table.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+# ---- one call ----
+
+
+def framework_info(name: str) -> dict:
+    if name == "pithtrain":
+        return {"framework": "pithtrain", "framework_version": pithtrain_version(), "variant": "eager"}
+    return {"framework": "torchtitan", "framework_version": version("torchtitan"), "variant": name.split("-")[1]}
+
+
+def one_run(cfg, framework, mesh, routing, steps, work_root: Path, logs: Path, index: int, timeout_s, smoke):
+    tag = f"{index:02d}-{framework}-{mesh_label(mesh)}-{routing}"
+    work = work_root / tag
+    work.mkdir(parents=True)
+    log_path = logs / f"{tag}.log"
+    print(f"[{time.strftime('%H:%M:%S')}] run {tag}", flush=True)
+    sampler = GpuMemorySampler() if not smoke else None
+    t0 = time.monotonic()
+    try:
+        if framework == "pithtrain":
+            result = pithtrain_run(cfg, mesh, routing, steps, work, log_path, timeout_s, smoke)
+        elif framework in ("torchtitan-eager", "torchtitan-compiled"):
+            compiled = framework == "torchtitan-compiled"
+            result = torchtitan_run(cfg, mesh, routing, steps, compiled, work, log_path, timeout_s)
+        else:
+            raise AssertionError(framework)
+    except RuntimeError as e:
+        result = {"status": "failed", "error": str(e)}
+    finally:
+        smi_peak = sampler.stop() if sampler else None
+    result |= {"wall_s": round(time.monotonic() - t0, 1), "peak_mem_nvidia_smi_gib": smi_peak, "log": log_path.name}
+    return tag, result
+
+
+def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -> dict:
+    gb = global_batch(cfg, mesh["gpus"])
+    tokens_per_gpu = gb * cfg["seq_len"] / mesh["gpus"]
+    rec = {
+        "schema": SCHEMA,
+        "smoke": call["smoke"],
+        "call_id": call["id"],
+        "run_index": call["index"],
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        **framework_info(framework),
+        "label": framework,
+        "config": cfg["name"],
+        "config_table": {k: v for k, v in cfg.items() if k != "name"},
+        "routing": routing,
+        "gpus": mesh["gpus"],
+        "mesh": mesh,
+        "device_name": peak.get("gpu_name") or platform.processor() or platform.machine(),
+        "seq_len": cfg["seq_len"],
+        "global_batch_size": gb,
+        "micro_batch_size": cfg["micro_batch_size"],
+        "warmup_steps": steps[0],
+        "timed_steps": steps[1],
+        "flops_per_token": fpt,
+        "peak_spec_tflops": None if call["smoke"] else SPEC_PEAK_TFLOPS,
+        "peak_measured_tflops": peak.get("tflops"),
+        "git_commit": call["git_commit"],
+        "git_dirty": call["git_dirty"],
+        "torch_version": call["torch_version"],
+        "python_version": platform.python_version(),
+        "status": result["status"],
+        "error": result.get("error", ""),
+        "wall_s": result["wall_s"],
+        "log": result["log"],
+        "tokens_per_s_per_gpu": None,
+        "mfu_spec": None,
+        "mfu_measured_peak": None,
+        "peak_mem_gib": result.get("peak_mem_gib"),
+        "peak_mem_kind": result.get("peak_mem_kind"),
+        "peak_mem_nvidia_smi_gib": result["peak_mem_nvidia_smi_gib"],
+        "step_times_s": result.get("step_times_s"),
+        "losses": result.get("losses"),
+    }
+    if result["status"] == "ok" and result["step_times_s"]:
+        tps = statistics.median(tokens_per_gpu / t for t in result["step_times_s"])
+        rec["tokens_per_s_per_gpu"] = round(tps, 1)
+        if not call["smoke"]:
+            rec["mfu_spec"] = round(tps * fpt / (SPEC_PEAK_TFLOPS * 1e12), 4)
+            if peak.get("tflops"):
+                rec["mfu_measured_peak"] = round(tps * fpt / (peak["tflops"] * 1e12), 4)
+    return rec
+
+
+def mesh_label(mesh: dict) -> str:
+    return "x".join(f"{k.upper()}{mesh[k]}" for k in ("pp", "dp", "cp", "ep") if mesh[k] > 1) or "1GPU"
+
+
+def summary(records: list[dict]) -> str:
+    def f(v, fmt):
+        return format(v, fmt) if v is not None else "-"
+
+    lines = [
+        f"{'framework':20} {'gpus':>4} {'mesh':6} {'routing':8} {'tok/s/GPU':>10} {'MFU989':>7} {'MFUmeas':>7} "
+        f"{'mem GiB':>7} {'smi GiB':>7}  status"
+    ]
+    for r in records:
+        lines.append(
+            f"{r['label']:20} {r['gpus']:>4} {mesh_label(r['mesh']):6} {r['routing']:8} "
+            f"{f(r['tokens_per_s_per_gpu'], ',.0f'):>10} {f(r['mfu_spec'], '.1%'):>7} "
+            f"{f(r['mfu_measured_peak'], '.1%'):>7} {f(r['peak_mem_gib'], '.1f'):>7} "
+            f"{f(r['peak_mem_nvidia_smi_gib'], '.1f'):>7}  {r['status']} {r['error'][:80]}"
+        )
+    return "\n".join(lines)
+
+
+def plan(meshes: list[dict], frameworks: list[str], routings: list[str], repeats: int):
+    """The order of runs: frameworks alternate innermost, and their order rotates with each repeat."""
+    for mesh in meshes:
+        for rep in range(repeats):
+            order = frameworks[rep % len(frameworks) :] + frameworks[: rep % len(frameworks)]
+            for routing in routings:
+                for framework in order:
+                    yield mesh, framework, routing
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--config", help="a table of benchmarks/configs.toml")
+    p.add_argument("--frameworks", default=",".join(FRAMEWORKS), help=f"comma list of {', '.join(FRAMEWORKS)}")
+    p.add_argument("--balanced-routing", action="store_true", help="force round-robin routing in every framework")
+    p.add_argument("--both-routings", action="store_true", help="run natural and balanced routing, alternating")
+    p.add_argument("--gpus", help="comma list of GPU counts: the config's meshes with that many GPUs (default: all)")
+    p.add_argument("--steps", help="W,T: warm-up and timed steps (default: the config's)")
+    p.add_argument("--repeats", type=int, default=1, help="rounds over the frameworks; the order rotates each round")
+    p.add_argument("--out", default=str(REPO / "results" / "throughput"), help="directory for <call id>.jsonl")
+    p.add_argument("--logs", help="directory for each run's log (default: <out>/logs-<call id>)")
+    p.add_argument("--run-timeout", type=float, default=600, help="seconds before one run is stopped")
+    p.add_argument("--deadline", type=float, help="seconds for the whole call: later runs are skipped, not started")
+    p.add_argument("--smoke", action="store_true", help="CPU, config smoke-tiny, pithtrain only; records smoke = true")
+    p.add_argument("--measure-peak", type=int, metavar="N", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.config, args.frameworks = args.config or "smoke-tiny", "pithtrain"
+    if not args.config and args.measure_peak is None:
+        p.error("--config is required (or --smoke)")
+    return args
+
+
+def select(args) -> tuple[dict, list[str], tuple[int, int], list[dict], list[str]]:
+    """The configuration, frameworks, steps, meshes and routings the arguments ask for, checked."""
+    cfg = load_config(args.config)
+    frameworks = [f for f in args.frameworks.split(",") if f]
+    unknown = set(frameworks) - set(FRAMEWORKS)
+    if unknown:
+        raise SystemExit(f"--frameworks: unknown {sorted(unknown)}; known: {', '.join(FRAMEWORKS)}")
+    if (cfg["where"] == "cpu") != args.smoke:
+        raise SystemExit(f"config {cfg['name']!r} is where = {cfg['where']!r}: --smoke goes with the CPU configs only")
+    steps = tuple(int(s) for s in args.steps.split(",")) if args.steps else (cfg["warmup_steps"], cfg["timed_steps"])
+    if len(steps) != 2 or steps[1] < 1:
+        raise SystemExit(f"--steps {args.steps}: give W,T with T >= 1")
+    meshes = [mesh_of(m) for m in cfg["meshes"]]
+    if args.gpus:
+        wanted = {int(g) for g in args.gpus.split(",")}
+        meshes = [m for m in meshes if m["gpus"] in wanted]
+        if not meshes:
+            have = [m["gpus"] for m in cfg["meshes"]]
+            raise SystemExit(f"--gpus {args.gpus}: config {cfg['name']!r} has meshes of {have} GPUs")
+    routings = ["natural", "balanced"] if args.both_routings else ["balanced" if args.balanced_routing else "natural"]
+    return cfg, frameworks, steps, meshes, routings
+
+
+def measure_peak_in_child(gpus: int) -> dict:
+    res = subprocess.run([sys.executable, __file__, "--measure-peak", str(gpus)], capture_output=True, text=True)
+    if res.returncode != 0:
+        print(f"peak measurement failed (MFU against it left empty): {res.stderr[-500:]}", flush=True)
+        return {}
+    peak = json.loads(res.stdout.strip().splitlines()[-1])
+    print(f"measured bf16 matmul peak: {peak['tflops']:.0f} TFLOP/s ({peak['gpu_name']})", flush=True)
+    return peak
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.measure_peak is not None:
+        print(json.dumps(measure_peak(args.measure_peak)))
+        return 0
+    started = time.monotonic()
+    cfg, frameworks, steps, meshes, routings = select(args)
+    import torch
+
+    commit, dirty = git_state()
+    call_id = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{cfg['name']}"
+    call = {"id": call_id, "smoke": args.smoke, "git_commit": commit, "git_dirty": dirty}
+    call["torch_version"] = torch.__version__
+    out = Path(args.out)
+    logs = Path(args.logs) if args.logs else out / f"logs-{call_id}"
+    out.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    peak = {} if args.smoke else measure_peak_in_child(max(m["gpus"] // m["nodes"] for m in meshes))
+    fpt = flops_per_token(cfg)
+    records = []
+    with tempfile.TemporaryDirectory(prefix="pithbench-") as tmp:
+        for index, (mesh, framework, routing) in enumerate(plan(meshes, frameworks, routings, args.repeats), 1):
+            call["index"] = index
+            left = args.deadline - (time.monotonic() - started) if args.deadline else args.run_timeout
+            if left < 60:
+                tag = f"{index:02d}-{framework}-{mesh_label(mesh)}-{routing}"
+                result = {"status": "skipped", "error": "call deadline reached", "wall_s": 0.0}
+                result |= {"peak_mem_nvidia_smi_gib": None, "log": ""}
+            else:
+                timeout = min(args.run_timeout, left)
+                tag, result = one_run(cfg, framework, mesh, routing, steps, Path(tmp), logs, index, timeout, args.smoke)
+            rec = make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt)
+            records.append(rec)
+            with open(out / f"{call_id}.jsonl", "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            tps = rec["tokens_per_s_per_gpu"]
+            print(f"    {tag}: {rec['status']} {tps} tokens/s/GPU {rec['error'][:300]}", flush=True)
+    print(f"\n{cfg['name']}: seq {cfg['seq_len']}, steps {steps[0]}+{steps[1]}; records: {out / call_id}.jsonl")
+    print(summary(records))
+    return 0 if all(r["status"] in ("ok", "skipped") for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""benchmarks/throughput.py: the CPU smoke run end to end (pithtrain's CLI, metrics.jsonl, the JSONL record),
+and the pieces the GPU runs rely on that can be checked without a GPU: the configurations, the run
+order, TorchTitan's log-line parser and the flavor module written for it."""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "benchmarks" / "throughput.py"
+spec = importlib.util.spec_from_file_location("throughput", SCRIPT)
+throughput = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(throughput)
+
+RECORD_FIELDS = {
+    "schema", "smoke", "call_id", "date", "framework", "framework_version", "variant", "label", "config",
+    "config_table", "routing", "gpus", "mesh", "device_name", "seq_len", "global_batch_size", "micro_batch_size",
+    "warmup_steps", "timed_steps", "flops_per_token", "peak_spec_tflops", "peak_measured_tflops", "git_commit",
+    "git_dirty", "torch_version", "status", "error", "tokens_per_s_per_gpu", "mfu_spec", "mfu_measured_peak",
+    "peak_mem_gib", "peak_mem_kind", "peak_mem_nvidia_smi_gib", "step_times_s", "losses", "log",
+}  # fmt: skip
+
+
+def test_smoke_run_writes_a_labelled_record(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, str(SCRIPT), "--smoke", "--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (jsonl,) = tmp_path.glob("*.jsonl")
+    (rec,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert RECORD_FIELDS <= rec.keys(), RECORD_FIELDS - rec.keys()
+    assert rec["smoke"] is True and rec["status"] == "ok", rec["error"]
+    assert (rec["framework"], rec["config"], rec["routing"], rec["gpus"]) == ("pithtrain", "smoke-tiny", "natural", 1)
+    assert rec["schema"] == throughput.SCHEMA and rec["torch_version"] and len(rec["git_commit"]) >= 7
+    assert len(rec["step_times_s"]) == rec["timed_steps"] == 2 and rec["warmup_steps"] == 1
+    tokens_per_gpu = rec["global_batch_size"] * rec["seq_len"]
+    median = sorted(tokens_per_gpu / t for t in rec["step_times_s"])
+    assert math.isclose(rec["tokens_per_s_per_gpu"], sum(median) / 2, rel_tol=1e-3)
+    assert rec["mfu_spec"] is None and rec["peak_spec_tflops"] is None  # no MFU on a CPU
+    assert len(rec["losses"]) == 3 and all(math.isfinite(x) for x in rec["losses"])
+    assert (tmp_path / f"logs-{rec['call_id']}" / rec["log"]).is_file()
+    assert "pithtrain" in res.stdout.splitlines()[-1]  # the summary table comes last
+
+
+def test_first_local_config_is_the_issue_shape():
+    cfg = throughput.load_config("qwen3-30b-a3b-4l")
+    assert cfg["model"] == {
+        "family": "qwen3_moe", "vocab_size": 151936, "hidden_size": 2048, "num_hidden_layers": 4,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
+        "num_experts_per_tok": 8, "moe_intermediate_size": 768, "tie_word_embeddings": False,
+    }  # fmt: skip
+    assert (cfg["seq_len"], cfg["sequences_per_gpu"], cfg["micro_batch_size"]) == (4096, 4, 4)
+    assert [throughput.mesh_of(m)["ep"] for m in cfg["meshes"]] == [1, 2]
+
+
+def test_every_config_loads_and_its_meshes_divide():
+    import tomllib
+
+    for name in tomllib.loads(throughput.CONFIGS.read_text()):
+        cfg = throughput.load_config(name)
+        for m in cfg["meshes"]:
+            mesh = throughput.mesh_of(m)
+            assert throughput.global_batch(cfg, mesh["gpus"]) % (mesh["dp"] * mesh["ep"] * cfg["micro_batch_size"]) == 0
+        assert throughput.flops_per_token(cfg) > 0
+
+
+def test_runs_alternate_between_frameworks():
+    meshes = [{"gpus": 1}, {"gpus": 2}]
+    order = [(m["gpus"], f) for m, f, _ in throughput.plan(meshes, ["a", "b", "c"], ["natural"], 2)]
+    assert order == [(1, "a"), (1, "b"), (1, "c"), (1, "b"), (1, "c"), (1, "a")] + [
+        (2, "a"), (2, "b"), (2, "c"), (2, "b"), (2, "c"), (2, "a")
+    ]  # fmt: skip
+
+
+def test_torchtitan_log_line_parser():
+    line = (
+        "[titan] 2026-11-30 09:00:00,000 - root - INFO - step:  7  loss: 11.93251  grad_norm:  1.2345  "
+        "memory: 61.20GiB(43.03%)  tps: 60,412  tflops: 215.11  mfu: 21.75%"
+    )
+    assert throughput.TT_STEP.findall(line) == [("7", "11.93251", "61.20", "60,412")]
+
+
+def test_torchtitan_flavor_module_matches_the_shape(tmp_path):
+    cfg = throughput.load_config("qwen3-30b-a3b-4l")
+    throughput.torchtitan_flavor_module(cfg, tmp_path)
+    text = (tmp_path / "pithbench_flavor.py").read_text()
+    compile(text, "pithbench_flavor.py", "exec")
+    for expected in ("n_layers=4", "dim=2048", "n_heads=32", "n_kv_heads=4", "moe_inter_dim=768", "top_k=8"):
+        assert expected in text
+    assert "num_experts=128" in text and "enable_weight_tying=False" in text and "vocab_size=151936" in text
