@@ -30,7 +30,7 @@ def test_knob_set_is_frozen():
         "training.max_steps", "training.global_batch_size", "training.micro_batch_size", "training.lr",
         "training.min_lr", "training.warmup_steps", "training.lr_schedule", "training.wsd_decay_fraction",
         "training.weight_decay", "training.adam_beta1", "training.adam_beta2", "training.adam_eps",
-        "training.grad_clip", "training.seed", "training.device", "training.precision",
+        "training.grad_clip", "training.seed", "training.device", "training.precision", "training.compile",
         "data.kind", "data.path", "data.seq_len",
         "checkpoint.dir", "checkpoint.interval", "checkpoint.keep_last", "checkpoint.resume", "checkpoint.init_from",
         "logging.log_interval", "logging.peak_tflops",

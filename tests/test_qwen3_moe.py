@@ -137,3 +137,18 @@ def test_hf_parity_import_export(tmp_path, tie):
     load_checkpoint(tmp_path / "pt2" / "step-00000000", again)
     for (n, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
         assert torch.equal(a, b), n
+
+
+def test_stages_compile_without_graph_breaks():
+    """What training.compile compiles traces whole (fullgraph): a graph break would be an error here.
+    The `eager` backend runs Dynamo's tracing without generating code, so this stays fast on CPU."""
+    from pithtrain.tasks.pretrain_lm import compile_layers
+
+    model = Qwen3MoeForCausalLM(CFG)
+    ids = torch.randint(0, CFG.vocab_size, (2, 11))
+    eager = model(ids, ids, aux_loss_scale=0.01)
+    torch._dynamo.reset()
+    compile_layers(model, fullgraph=True, backend="eager")
+    compiled = model(ids, ids, aux_loss_scale=0.01)
+    compiled.backward()
+    torch.testing.assert_close(compiled, eager)

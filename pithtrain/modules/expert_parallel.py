@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from pithtrain.contexts import distributed
-from pithtrain.operators.token_permute import Permutation, permute_tokens, unpermute_tokens
+from pithtrain.operators.token_permute import Permutation, permute_tokens_fast, unpermute_tokens
 
 
 class AllToAll(torch.autograd.Function):
@@ -68,7 +68,7 @@ def build_dispatch_plan(topk_ids_TK: torch.Tensor, experts_per_rank: int, ep_siz
 def dispatch(n_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_experts: int):
     """Stage 2. Returns (x_ND sorted by local expert, tokens_per_expert, plan for `combine`)."""
     if distributed.ep_size == 1:
-        x_ND, perm = permute_tokens(n_TD, topk_ids_TK, num_experts)
+        x_ND, perm = permute_tokens_fast(n_TD, topk_ids_TK, num_experts)
         return x_ND, perm.tokens_per_expert_E, perm
     R, E_l = distributed.ep_size, num_experts // distributed.ep_size
     token_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order = build_dispatch_plan(topk_ids_TK, E_l, R)

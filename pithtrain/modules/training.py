@@ -43,6 +43,8 @@ class TrainingCfg:
     """`auto` uses CUDA when available."""
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     """Compute precision; weights and optimizer state stay fp32. `auto`: bf16 on CUDA, fp32 on CPU."""
+    compile: bool = False
+    """torch.compile(fullgraph=True) each layer's stages 1 and 5 (all but the experts); a graph break is an error."""
 
     def __post_init__(self):
         if self.global_batch_size % self.micro_batch_size:

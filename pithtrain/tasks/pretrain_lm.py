@@ -84,6 +84,8 @@ def check_layout(cfg: PretrainLMCfg, family) -> None:
             f"DualPipeV needs at least 2 x pipeline_parallel_size = {2 * d.pp_size} micro-batches per rank, got "
             f"global_batch_size / (DP x EP x micro_batch_size) = {num_micro}. Raise training.global_batch_size."
         )
+    if tc.compile and d.cp_size > 1:
+        raise ConfigError("training.compile = true needs context_parallel_size = 1 (ring attention talks to peers).")
     if d.pp_size > 1 and m.tie_word_embeddings:
         raise ConfigError("model.tie_word_embeddings = true is not supported with pipeline_parallel_size > 1.")
 
@@ -124,6 +126,15 @@ class Run:
     resume: Path | None
 
 
+def compile_layers(model, **compile_kwargs) -> None:
+    """Compile stages 1 (norm, attention, routing) and 5 (combine, residual) of every layer. The experts
+    (stage 3) stay eager: grouped matmuls over data-dependent group sizes gain nothing from tracing."""
+    for layer in model.model.layers.values():
+        layer.forward_stage1 = torch.compile(layer.forward_stage1, **compile_kwargs)
+        if getattr(layer, "is_moe", False):
+            layer.forward_stage5 = torch.compile(layer.forward_stage5, **compile_kwargs)
+
+
 def setup(cfg: PretrainLMCfg) -> Run:
     """Mesh, model, optimizer, data. Everything is validated before anything is written."""
     family = model_family(cfg.model.family)
@@ -150,6 +161,8 @@ def setup(cfg: PretrainLMCfg) -> Run:
     torch.manual_seed(tc.seed)
     model, chunks = make_model(cfg, family, device)
     apply_fsdp(model, list(model.model.layers.values()), device)
+    if tc.compile:
+        compile_layers(model, fullgraph=True)
     pipeline = None
     if d.pp_size > 1:
         fsdp = d.dp_size * d.cp_size * d.ep_size > 1
