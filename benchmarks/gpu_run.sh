@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# One call on the GPU machine (nvidia-h200-x2, no network, no nox), from the repository root, carrying .whl/:
+# One call on the GPU machine (nvidia-h200-x2, no network, no nox), from the repository root, carrying .whl/
+# (and .bench-head/, see below):
 #   bash benchmarks/gpu_run.sh
 # 1. installs the carried wheels (TorchTitan 0.2.2 and what the image lacks) into /tmp/site;
 # 2. runs the operator tests on CUDA;
-# 3. runs the throughput comparison on qwen3-30b-a3b-4l: 1 GPU, then 2 GPUs (EP2), each with pithtrain,
-#    TorchTitan eager and TorchTitan compiled, alternating;
+# 3. runs the throughput comparison on qwen3-30b-a3b-4l: 1 GPU, then 2 GPUs (EP2), each with pithtrain eager
+#    and compiled, TorchTitan eager and compiled, alternating (EXTRA adds options, e.g. --both-routings);
 # 4. leaves under $OUT: env.txt, operators.log, throughput.txt, throughput/<call id>.jsonl, logs.tar.gz,
 #    and prints the table last. Everything ends inside BUDGET_S seconds (runs that would start too late are
 #    recorded as skipped), so the call fits a 540 s limit.
+#
+# The tree that travels has no .git and may hold colleagues' uncommitted edits. To measure a commit, carry
+# `git archive` of it: `mkdir -p .bench-head && git archive -o .bench-head/head.tar HEAD &&
+# git rev-parse HEAD > .bench-head/commit` here, then this script runs from that archive and the records name
+# the commit with git_dirty = false. Without the archive it runs the tree as it came (git_dirty unknown).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_run_out}
 BUDGET_S=${BUDGET_S:-500}
@@ -16,11 +22,10 @@ EXTRA=${EXTRA:-}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
-# Measure a commit, not whatever else the working tree holds: with .git at hand and uncommitted changes to
-# tracked files, run from a clean clone of HEAD (CLEAN=0 keeps the tree as it is).
-if [ "${CLEAN:-1}" = 1 ] && git rev-parse HEAD >/dev/null 2>&1 && [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-  rm -rf /tmp/pith-head && git clone -q . /tmp/pith-head && cp -r .whl /tmp/pith-head/ && cd /tmp/pith-head \
-    && echo "running from a clean clone of $(git rev-parse HEAD)"
+if [ -f .bench-head/head.tar ]; then
+  rm -rf /tmp/pith-head && mkdir -p /tmp/pith-head && tar -xf .bench-head/head.tar -C /tmp/pith-head \
+    && cp -r .whl /tmp/pith-head/ && export PITH_GIT_COMMIT=$(cat .bench-head/commit) PITH_GIT_DIRTY=0 \
+    && cd /tmp/pith-head && echo "running from the archive of $PITH_GIT_COMMIT"
 fi
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -32,7 +37,7 @@ export PYTHONPATH=/tmp/site
   env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)=' || echo "multicast variables unset"
   python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__, torch.cuda.device_count())"
   python3 -c "import torchtitan, datasets, torchdata, tyro; print('torchtitan', torchtitan.__version__, 'datasets', datasets.__version__)"
-  git rev-parse HEAD; git status --short
+  echo "commit ${PITH_GIT_COMMIT:-unknown}, git_dirty ${PITH_GIT_DIRTY:-unknown}"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
@@ -42,8 +47,8 @@ echo "operators: exit $? ($(tail -n 1 "$OUT/operators.log"))"
 
 echo "== throughput (deadline $((BUDGET_S - SECONDS - 15)) s)"
 python3 benchmarks/throughput.py --config qwen3-30b-a3b-4l --gpus 1,2 --steps "$STEPS" \
-  --frameworks pithtrain,torchtitan-eager,torchtitan-compiled --out "$OUT/throughput" --logs /tmp/bench-logs \
-  --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA 2>&1 | tee "$OUT/throughput.txt"
+  --frameworks pithtrain,pithtrain-compiled,torchtitan-eager,torchtitan-compiled --out "$OUT/throughput" \
+  --logs /tmp/bench-logs --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA 2>&1 | tee "$OUT/throughput.txt"
 tar -czf "$OUT/logs.tar.gz" -C /tmp bench-logs 2>/dev/null
 echo "== done in ${SECONDS} s"
-tail -n 9 "$OUT/throughput.txt"
+grep -A 20 "^framework " "$OUT/throughput.txt" | tail -n 20

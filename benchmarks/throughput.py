@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 CONFIGS = REPO / "benchmarks" / "configs.toml"
 SCHEMA = "pithtrain-throughput-v1"
 SPEC_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the datasheet figure
-FRAMEWORKS = ("pithtrain", "torchtitan-eager", "torchtitan-compiled")
+FRAMEWORKS = ("pithtrain", "pithtrain-compiled", "torchtitan-eager", "torchtitan-compiled")
 # The Qwen3MoeCfg field that forces round-robin routing (proposed in NOTES.md); without it pithtrain's
 # balanced runs are recorded as skipped rather than silently run unbalanced.
 BALANCED_KNOB = "force_balanced_routing"
@@ -98,10 +98,13 @@ def flops_per_token(cfg: dict) -> float:
     return family.flops_per_token(load_dataclass(family.cfg_class, dict(cfg["model"]), prefix="model."), cfg["seq_len"])
 
 
-def has_balanced_knob(cfg: dict) -> bool:
+def pithtrain_knobs(cfg: dict) -> set[str]:
+    """The `model.*` and `training.*` keys this checkout of pithtrain accepts (the benchmark runs across commits)."""
     from pithtrain.models import model_family
+    from pithtrain.modules.training import TrainingCfg
 
-    return BALANCED_KNOB in {f.name for f in dataclasses.fields(model_family(cfg["model"]["family"]).cfg_class)}
+    model = {f"model.{f.name}" for f in dataclasses.fields(model_family(cfg["model"]["family"]).cfg_class)}
+    return model | {f"training.{f.name}" for f in dataclasses.fields(TrainingCfg)}
 
 
 # ---- the machine: peak, memory, versions ----
@@ -113,20 +116,20 @@ def measure_peak(gpus: int) -> dict:
 
     n, per_gpu = 8192, []
     for d in range(gpus):
-        dev = torch.device("cuda", d)
-        a, b = (torch.randn(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2))
-        for _ in range(5):
-            a @ b
-        times = []
-        for _ in range(30):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            a @ b
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        per_gpu.append(2 * n**3 / statistics.median(times) / 1e12)
-        del a, b
+        with torch.cuda.device(d):  # events record on the current device's stream: it must be the matmul's
+            a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            for _ in range(5):
+                a @ b
+            times = []
+            for _ in range(30):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                a @ b
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / 1e3)
+            per_gpu.append(2 * n**3 / statistics.median(times) / 1e12)
+            del a, b
     return {"gpu_name": torch.cuda.get_device_name(0), "per_gpu_tflops": per_gpu, "tflops": statistics.mean(per_gpu)}
 
 
@@ -157,15 +160,16 @@ class GpuMemorySampler:
 
 
 def git_state() -> tuple[str, bool | None]:
-    """(commit, dirty). Where the tree travelled without .git, PITH_GIT_COMMIT names the commit it was made
-    from (gpu_run.sh passes it) and dirty is unknown."""
+    """(commit, dirty). Where the tree travelled without .git, PITH_GIT_COMMIT and PITH_GIT_DIRTY (0/1) say what
+    it was made from (gpu_run.sh sets them from the archive it carries); otherwise dirty is unknown (None)."""
 
     def git(*args):
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
 
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
-        return os.environ.get("PITH_GIT_COMMIT", "unknown"), None
+        dirty = {"0": False, "1": True}.get(os.environ.get("PITH_GIT_DIRTY", ""))
+        return os.environ.get("PITH_GIT_COMMIT", "unknown"), dirty
     return head.stdout.strip(), bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())
 
 
@@ -247,10 +251,12 @@ def run_until(cmd, env, cwd, log_path: Path, steps_seen, total_steps: int, timeo
 # ---- pithtrain ----
 
 
-def pithtrain_run(cfg, mesh, routing, steps, work: Path, log_path: Path, timeout_s, smoke: bool) -> dict:
+def pithtrain_run(cfg, mesh, routing, steps, compiled, work: Path, log_path: Path, timeout_s, smoke) -> dict:
     warm, timed = steps
     total = warm + timed
-    if routing == "balanced" and not has_balanced_knob(cfg):
+    if compiled and "training.compile" not in pithtrain_knobs(cfg):
+        return {"status": "skipped", "error": "this pithtrain has no training.compile knob"}
+    if routing == "balanced" and f"model.{BALANCED_KNOB}" not in pithtrain_knobs(cfg):
         return {"status": "skipped", "error": f"pithtrain has no model.{BALANCED_KNOB} knob yet (NOTES.md)"}
     run_dir = work / "run"
     model = dict(cfg["model"]) | ({BALANCED_KNOB: True} if routing == "balanced" else {})
@@ -264,6 +270,7 @@ def pithtrain_run(cfg, mesh, routing, steps, work: Path, log_path: Path, timeout
         f"seed = {SEED}",
         f'device = "{"cpu" if smoke else "cuda"}"',
         f'precision = "{"fp32" if smoke else "bf16"}"',
+        *(["compile = true"] if compiled else []),
         "[data]",
         'kind = "synthetic"',
         f"seq_len = {cfg['seq_len']}",
@@ -352,7 +359,18 @@ qwen3_args[{TT_FLAVOR!r}] = Qwen3ModelArgs(
     )
 
 
-TT_STEP = re.compile(r"step:\s*(\d+)\s+loss:\s*(\S+).*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+)")
+TT_STEP = re.compile(r"^(?:\[rank(\d+)\]:)?.*?step:\s*(\d+)\s+loss:\s*(\S+).*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+)")
+
+
+def torchtitan_steps(text: str) -> list[tuple[int, float, float, float]]:
+    """(step, loss, max reserved GiB, tokens/s per GPU) from rank 0's step lines, one per step. Every rank
+    logs; torchrun's `--role rank --tee 3` prefixes them `[rank<i>]:`; unprefixed lines count once per step."""
+    steps = {}
+    for line in text.splitlines():
+        m = TT_STEP.match(line)
+        if m and m[1] in (None, "0"):
+            steps.setdefault(int(m[2]), (int(m[2]), float(m[3]), float(m[4]), float(m[5].replace(",", ""))))
+    return [steps[k] for k in sorted(steps)]
 
 
 def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_path: Path, timeout_s) -> dict:
@@ -395,14 +413,11 @@ def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_pa
     (work / "torchtitan.toml").write_text(to_toml(job))
 
     def steps_logged() -> list[tuple]:
-        text = log_path.read_text(errors="replace") if log_path.is_file() else ""
-        return [
-            (int(s), float(loss), float(mem), float(tps.replace(",", "")))
-            for s, loss, mem, tps in TT_STEP.findall(text)
-        ]
+        return torchtitan_steps(log_path.read_text(errors="replace") if log_path.is_file() else "")
 
-    # TorchTitan reads LOCAL_RANK, so it goes through torchrun even on one GPU.
+    # TorchTitan reads LOCAL_RANK, so it goes through torchrun even on one GPU; --role/--tee label each line's rank.
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={mesh['gpus']}"]
+    torchrun += ["--role", "rank", "--tee", "3"]
     cmd = [*torchrun, "-m", "torchtitan.train", "--job.config_file", str(work / "torchtitan.toml")]
     path = os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH")]))
     env = {
@@ -440,8 +455,9 @@ def to_toml(table: dict) -> str:
 
 
 def framework_info(name: str) -> dict:
-    if name == "pithtrain":
-        return {"framework": "pithtrain", "framework_version": pithtrain_version(), "variant": "eager"}
+    if name.startswith("pithtrain"):
+        variant = "compiled" if name == "pithtrain-compiled" else "eager"
+        return {"framework": "pithtrain", "framework_version": pithtrain_version(), "variant": variant}
     return {"framework": "torchtitan", "framework_version": version("torchtitan"), "variant": name.split("-")[1]}
 
 
@@ -454,8 +470,9 @@ def one_run(cfg, framework, mesh, routing, steps, work_root: Path, logs: Path, i
     sampler = GpuMemorySampler() if not smoke else None
     t0 = time.monotonic()
     try:
-        if framework == "pithtrain":
-            result = pithtrain_run(cfg, mesh, routing, steps, work, log_path, timeout_s, smoke)
+        if framework in ("pithtrain", "pithtrain-compiled"):
+            compiled = framework == "pithtrain-compiled"
+            result = pithtrain_run(cfg, mesh, routing, steps, compiled, work, log_path, timeout_s, smoke)
         elif framework in ("torchtitan-eager", "torchtitan-compiled"):
             compiled = framework == "torchtitan-compiled"
             result = torchtitan_run(cfg, mesh, routing, steps, compiled, work, log_path, timeout_s)

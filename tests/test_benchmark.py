@@ -76,12 +76,18 @@ def test_runs_alternate_between_frameworks():
     ]  # fmt: skip
 
 
-def test_torchtitan_log_line_parser():
-    line = (
-        "[titan] 2026-11-30 09:00:00,000 - root - INFO - step:  7  loss: 11.93251  grad_norm:  1.2345  "
-        "memory: 61.20GiB(43.03%)  tps: 60,412  tflops: 215.11  mfu: 21.75%"
-    )
-    assert throughput.TT_STEP.findall(line) == [("7", "11.93251", "61.20", "60,412")]
+def test_torchtitan_log_lines_count_once_per_step():
+    def line(rank, step, tps):
+        prefix = "" if rank is None else f"[rank{rank}]:"
+        return (
+            f"{prefix}[titan] 2026-11-30 09:00:00,000 - root - INFO - step: {step:2}  loss: 11.93251  "
+            f"grad_norm:  1.2345  memory: 61.20GiB(43.03%)  tps: {tps:,}  tflops: 215.11  mfu: 21.75%"
+        )
+
+    two_ranks = "\n".join([line(1, 1, 5), line(0, 1, 60_412), "noise", line(0, 2, 61_000), line(1, 2, 7)])
+    assert throughput.torchtitan_steps(two_ranks) == [(1, 11.93251, 61.2, 60412.0), (2, 11.93251, 61.2, 61000.0)]
+    unprefixed = "\n".join([line(None, 1, 60_412), line(None, 1, 59_000), line(None, 2, 61_000)])
+    assert [s[0] for s in throughput.torchtitan_steps(unprefixed)] == [1, 2]
 
 
 def test_torchtitan_flavor_module_matches_the_shape(tmp_path):
