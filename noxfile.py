@@ -24,7 +24,7 @@ def lint(session):
     session.run("ruff", "format", "--check", ".")
 
 
-@nox.session(venv_backend="none")
+@nox.session(venv_backend="none", default=False)  # needs a GPU: never part of a bare `nox`
 def throughput(session):
     """pithtrain against TorchTitan on a GPU host: `nox -s throughput -- --config qwen3-30b-a3b-4l [...]`.
 

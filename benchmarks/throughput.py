@@ -156,7 +156,7 @@ class GpuMemorySampler:
             return None
         self.proc.terminate()
         self.proc.wait()
-        return round(self.peak_mib / 1024, 2)
+        return round(self.peak_mib / 1024, 2) if self.peak_mib else None
 
 
 def git_state() -> tuple[str, bool | None]:
@@ -489,6 +489,9 @@ def one_run(cfg, framework, mesh, routing, steps, work_root: Path, logs: Path, i
 def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -> dict:
     gb = global_batch(cfg, mesh["gpus"])
     tokens_per_gpu = gb * cfg["seq_len"] / mesh["gpus"]
+    # The peak of the GPUs this run used (on a multi-node mesh, those of this node stand for all).
+    per_gpu = peak.get("per_gpu_tflops") or []
+    peak_tflops = statistics.mean(per_gpu[: mesh["gpus"] // mesh["nodes"]]) if per_gpu else None
     rec = {
         "schema": SCHEMA,
         "smoke": call["smoke"],
@@ -510,7 +513,8 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
         "timed_steps": steps[1],
         "flops_per_token": fpt,
         "peak_spec_tflops": None if call["smoke"] else SPEC_PEAK_TFLOPS,
-        "peak_measured_tflops": peak.get("tflops"),
+        "peak_measured_tflops": peak_tflops,
+        "peak_measured_per_gpu_tflops": peak.get("per_gpu_tflops"),
         "git_commit": call["git_commit"],
         "git_dirty": call["git_dirty"],
         "torch_version": call["torch_version"],
@@ -524,7 +528,7 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
         "mfu_measured_peak": None,
         "peak_mem_gib": result.get("peak_mem_gib"),
         "peak_mem_kind": result.get("peak_mem_kind"),
-        "peak_mem_nvidia_smi_gib": result["peak_mem_nvidia_smi_gib"],
+        "peak_mem_nvidia_smi_gib": result["peak_mem_nvidia_smi_gib"] if result["status"] != "skipped" else None,
         "step_times_s": result.get("step_times_s"),
         "losses": result.get("losses"),
     }
@@ -533,8 +537,8 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
         rec["tokens_per_s_per_gpu"] = round(tps, 1)
         if not call["smoke"]:
             rec["mfu_spec"] = round(tps * fpt / (SPEC_PEAK_TFLOPS * 1e12), 4)
-            if peak.get("tflops"):
-                rec["mfu_measured_peak"] = round(tps * fpt / (peak["tflops"] * 1e12), 4)
+            if peak_tflops:
+                rec["mfu_measured_peak"] = round(tps * fpt / (peak_tflops * 1e12), 4)
     return rec
 
 
@@ -624,7 +628,8 @@ def measure_peak_in_child(gpus: int) -> dict:
         print(f"peak measurement failed (MFU against it left empty): {res.stderr[-500:]}", flush=True)
         return {}
     peak = json.loads(res.stdout.strip().splitlines()[-1])
-    print(f"measured bf16 matmul peak: {peak['tflops']:.0f} TFLOP/s ({peak['gpu_name']})", flush=True)
+    per_gpu = ", ".join(f"{t:.0f}" for t in peak["per_gpu_tflops"])
+    print(f"measured bf16 matmul peak: {per_gpu} TFLOP/s per GPU ({peak['gpu_name']})", flush=True)
     return peak
 
 
