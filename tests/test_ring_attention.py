@@ -1,4 +1,5 @@
-"""Zigzag ring attention against single-process causal SDPA: 2 and 4 gloo ranks on CPU, forward and backward."""
+"""Zigzag ring attention against single-process causal SDPA: 2 and 4 gloo ranks on CPU, forward and backward;
+sliding windows and attention sinks (GPT-OSS) against an explicit single-process softmax."""
 
 import functools
 import time
@@ -106,6 +107,77 @@ def test_ring_attention_matches_single_process(world_size):
         for key, (err, tol) in e.items()
         if err >= tol
     ]
+    assert not bad, "\n".join(bad)
+
+
+# (window, sinks): windows within a chunk, across a chunk boundary, over whole chunks, and none; S = 24 makes
+# chunks of 6 on 2 ranks.
+WINDOW_SINK_CASES = [(1, True), (4, False), (9, True), (13, False), (None, True)]
+
+
+def windowed_attention_with_sinks(q, k, v, sinks, window):
+    """The oracle: scores masked to causal and to the last `window` keys, one sink logit per head appended to
+    each row, softmax, the sink's column dropped (transformers' GPT-OSS eager attention, written out)."""
+    B, H, S, Dqk = q.shape
+    k, v = (t.repeat_interleave(H // k.shape[1], dim=1) for t in (k, v))
+    lag = torch.arange(S)[:, None] - torch.arange(S)[None]
+    allowed = (lag >= 0) & (lag < (window or S))
+    s = (q @ k.transpose(-2, -1) * Dqk**-0.5).masked_fill(~allowed, float("-inf"))
+    if sinks is not None:
+        s = torch.cat((s, sinks.view(1, H, 1, 1).expand(B, H, S, 1)), dim=-1)
+    return s.softmax(-1)[..., :S] @ v
+
+
+def with_grads(attention, dout, *inputs):
+    """attention(*inputs) and the gradients of <out, dout> with respect to every input that is not None."""
+    inputs = [None if t is None else t.detach().requires_grad_() for t in inputs]
+    out = attention(*inputs)
+    out.backward(dout)
+    return [out.detach()] + [t.grad for t in inputs if t is not None]
+
+
+def ring_attention_on(group, window):
+    return lambda q, k, v, sinks: ring_attention(q, k, v, group, window=window, sinks_H=sinks)
+
+
+def window_sink_inputs(with_sinks):
+    q, k, v, dout = make_inputs(torch.float64, 24, 8, 8, seed=1)
+    sinks = torch.randn(H, generator=torch.Generator().manual_seed(2), dtype=torch.float64) if with_sinks else None
+    return q, k, v, sinks, dout
+
+
+@pytest.mark.parametrize("window,with_sinks", WINDOW_SINK_CASES)
+def test_window_and_sinks_without_cp_equal_reference(window, with_sinks):
+    q, k, v, sinks, dout = window_sink_inputs(with_sinks)
+    want = with_grads(functools.partial(windowed_attention_with_sinks, window=window), dout, q, k, v, sinks)
+
+    got = with_grads(ring_attention_on(None, window), dout, q, k, v, sinks)
+    for name, x, ref in zip(["out", "dq", "dk", "dv", "dsinks"], got, want):
+        assert rel_err(x, ref) < 1e-12, name
+
+
+def ring_window_sinks_vs_reference(rank, world_size):
+    """Each (window, sinks) case on 2 ranks: this rank's shards of the output and q/k/v gradients, and the
+    sinks' gradient (summed over ranks, as FSDP would), against the oracle. {key: relative error}."""
+    errors = {}
+    for window, with_sinks in WINDOW_SINK_CASES:
+        q, k, v, sinks, dout = window_sink_inputs(with_sinks)
+        want = with_grads(functools.partial(windowed_attention_with_sinks, window=window), dout, q, k, v, sinks)
+
+        ring = ring_attention_on(dist.group.WORLD, window)
+        local = [zigzag_split(t, 2, rank, world_size) for t in (q, k, v)]
+        got = with_grads(ring, zigzag_split(dout, 2, rank, world_size), *local, sinks)
+        for name, x, ref in zip(["out", "dq", "dk", "dv"], got, want):
+            errors[f"window {window}, sinks {with_sinks}/{name}"] = rel_err(x, zigzag_split(ref, 2, rank, world_size))
+        if with_sinks:
+            dist.all_reduce(got[4])
+            errors[f"window {window}, sinks {with_sinks}/dsinks"] = rel_err(got[4], want[4])
+    return errors
+
+
+def test_window_and_sinks_match_single_process():
+    per_rank = run_in_processes(ring_window_sinks_vs_reference, 2, timeout_s=120)
+    bad = [f"rank {r} {key}: {err:.1e}" for r, e in enumerate(per_rank) for key, err in e.items() if err >= 1e-12]
     assert not bad, "\n".join(bad)
 
 

@@ -8,9 +8,14 @@ chunks r and 2*cp_size-1-r: Llama 3, arXiv:2407.21783 sec. 3.3.2; zhuzilin/ring-
 rank the same number of unmasked blocks at every step. Backward recomputes the blocks (flash-attention style:
 p = exp(s - lse), Dao 2023, arXiv:2307.08691 Alg. 2) and passes dK/dV around the ring back to their owners.
 
-Which query chunk sees which key chunk is decided in one place, `_chunk_mask`; a sliding window or other
-mask goes there. Blocks are plain PyTorch matmuls in fp32 (fp64 for fp64 inputs), so the module runs on CPU
-and is its own eager oracle; a fused kernel taking/returning the log-sum-exp would replace `_block_forward`
+Which query chunk sees which key chunk is decided in one place, `_chunk_mask`: causal, and optionally within a
+sliding window of global (zigzag) positions (GPT-OSS). Per-head attention sinks (GPT-OSS: a learned logit in
+each row's softmax with no value behind it) add exp(sink) to the row's denominator only, so after the ring the
+output is scaled by sigmoid(lse - sink) and the log-sum-exp becomes logaddexp(lse, sink); backward then runs
+unchanged with that lse, and the sink's gradient is -sum(p_sink * rowsum(dO * O)).
+
+Blocks are plain PyTorch matmuls in fp32 (fp64 for fp64 inputs), so the module runs on CPU and is its own
+eager oracle; a fused kernel taking/returning the log-sum-exp would replace `_block_forward`
 and `_block_backward`.
 
 Shape legend: B batch, H query heads, G key/value heads, R = H/G query heads per kv head, S local sequence
@@ -67,9 +72,12 @@ def ring_attention(
     v_BGSD: torch.Tensor,
     group: ProcessGroup | None,
     scale: float | None = None,
+    window: int | None = None,
+    sinks_H: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of the local zigzag shards q/k/v over the whole sequence of the CP group; returns the
     local output (B, H, S, Dv). G may divide H (grouped-query attention); v's head dim may differ from q/k's.
+    window: each query sees only the `window` latest keys, itself included. sinks_H: one sink logit per head.
     group=None or a group of one: plain causal attention over the local sequence (equals causal SDPA)."""
     (B, H, S, Dqk), (Bk, G, Sk, Dk), (Bv, Gv, Sv, _) = q_BHSD.shape, k_BGSD.shape, v_BGSD.shape
     if (Bk, Sk, Dk) != (B, S, Dqk) or (Bv, Gv, Sv) != (B, G, S) or H % G:
@@ -77,11 +85,15 @@ def ring_attention(
             f"ring_attention shapes q {tuple(q_BHSD.shape)}, k {tuple(k_BGSD.shape)}, v {tuple(v_BGSD.shape)}: "
             "want q (B, H, S, Dqk), k (B, G, S, Dqk), v (B, G, S, Dv) with G dividing H."
         )
+    if window is not None and window < 1:
+        raise ValueError(f"ring_attention window = {window} must be at least 1 (a query sees itself).")
+    if sinks_H is not None and tuple(sinks_H.shape) != (H,):
+        raise ValueError(f"ring_attention sinks shape {tuple(sinks_H.shape)}: want ({H},), one per query head.")
     ring = _Ring(group)
     if ring.size > 1 and S % 2:
         raise ValueError(f"local sequence length {S} must be even (two zigzag chunks) when cp_size > 1.")
     scale = 1.0 / math.sqrt(Dqk) if scale is None else scale
-    return _RingAttention.apply(q_BHSD, k_BGSD, v_BGSD, ring, scale)
+    return _RingAttention.apply(q_BHSD, k_BGSD, v_BGSD, sinks_H, ring, scale, window)
 
 
 class _Ring:
@@ -108,22 +120,28 @@ class _Ring:
         return recvs, dist.batch_isend_irecv(ops)
 
 
-def _chunk_mask(q_chunk: int, k_chunk: int, chunk_len: int, device) -> str | torch.Tensor:
+def _chunk_mask(q_chunk: int, k_chunk: int, chunk_len: int, window: int | None, device) -> str | torch.Tensor:
     """What queries of global chunk q_chunk see of keys in global chunk k_chunk: FULL, SKIP, or a bool (C, C)
-    mask (True = attend). The one place to extend (sliding window, document masks); a row that sees no key
-    is allowed (its block lse is -inf and the merge ignores it)."""
-    if k_chunk < q_chunk:
-        return FULL
-    if k_chunk > q_chunk:
+    mask (True = attend). A query at position p sees keys at p - lag for 0 <= lag < window (window None: any
+    lag >= 0). The one place to extend (document masks); a row that sees no key is allowed (its block lse is
+    -inf and the merge ignores it)."""
+    window = math.inf if window is None else window
+    lag = (q_chunk - k_chunk) * chunk_len  # query position minus key position at the block's diagonal
+    lo, hi = lag - (chunk_len - 1), lag + (chunk_len - 1)  # the smallest and largest lag in the block
+    if hi < 0 or lo >= window:
         return SKIP
-    return torch.ones(chunk_len, chunk_len, dtype=torch.bool, device=device).tril()
+    if lo >= 0 and hi < window:
+        return FULL
+    idx = torch.arange(chunk_len, device=device)
+    lag_CC = lag + idx[:, None] - idx[None]
+    return (lag_CC >= 0) & (lag_CC < window)
 
 
-def _unmasked_blocks(q_ids: list[int], k_ids: list[int], chunk_len: int, device):
+def _unmasked_blocks(q_ids: list[int], k_ids: list[int], chunk_len: int, window: int | None, device):
     """(i, j, mask) for every local query chunk i and held key chunk j whose block is not skipped."""
     for i, q_id in enumerate(q_ids):
         for j, k_id in enumerate(k_ids):
-            mask = _chunk_mask(q_id, k_id, chunk_len, device)
+            mask = _chunk_mask(q_id, k_id, chunk_len, window, device)
             if mask is not SKIP:
                 yield i, j, mask
 
@@ -176,7 +194,7 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
 
 class _RingAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q_BHSD, k_BGSD, v_BGSD, ring: _Ring, scale: float):
+    def forward(ctx, q_BHSD, k_BGSD, v_BGSD, sinks_H, ring: _Ring, scale: float, window: int | None):
         acc, G = _acc_dtype(q_BHSD.dtype), k_BGSD.shape[1]
         k_BGSD, v_BGSD = k_BGSD.contiguous(), v_BGSD.contiguous()  # sent as they are
         q_ids = ring.chunk_ids(ring.rank)
@@ -190,7 +208,7 @@ class _RingAttention(torch.autograd.Function):
             # Phase 2: blocks of the local queries against the K/V that rank (rank - step) owns.
             k_ids = ring.chunk_ids((ring.rank - step) % ring.size)
             k_chunks, v_chunks = (t.to(acc).chunk(len(k_ids), dim=2) for t in kv)
-            for i, j, mask in _unmasked_blocks(q_ids, k_ids, k_chunks[0].shape[2], q_BHSD.device):
+            for i, j, mask in _unmasked_blocks(q_ids, k_ids, k_chunks[0].shape[2], window, q_BHSD.device):
                 o_blk, lse_blk = _block_forward(q_chunks[i], k_chunks[j], v_chunks[j], mask, scale)
                 if o_chunks[i] is None:
                     o_chunks[i], lse_chunks[i] = o_blk, lse_blk
@@ -200,15 +218,20 @@ class _RingAttention(torch.autograd.Function):
                 _wait(works)
                 kv = kv_next
         assert all(o is not None for o in o_chunks), "a query chunk saw no key chunk (its diagonal is always seen)"
-        out_BHSD = torch.cat(o_chunks, dim=3).flatten(1, 2).to(q_BHSD.dtype)
-        ctx.save_for_backward(q_BHSD, k_BGSD, v_BGSD, out_BHSD, torch.cat(lse_chunks, dim=3))
-        ctx.ring, ctx.scale = ring, scale
+        out_BGRSD, lse_BGRS = torch.cat(o_chunks, dim=3), torch.cat(lse_chunks, dim=3)
+        if sinks_H is not None:  # the sink joins each row's denominator: Z -> Z + exp(sink)
+            lse_with_sink_BGRS = torch.logaddexp(lse_BGRS, sinks_H.to(acc).view(1, G, -1, 1))
+            out_BGRSD = out_BGRSD * torch.exp(lse_BGRS - lse_with_sink_BGRS)[..., None]
+            lse_BGRS = lse_with_sink_BGRS
+        out_BHSD = out_BGRSD.flatten(1, 2).to(q_BHSD.dtype)
+        ctx.save_for_backward(q_BHSD, k_BGSD, v_BGSD, out_BHSD, lse_BGRS, sinks_H)
+        ctx.ring, ctx.scale, ctx.window = ring, scale, window
         return out_BHSD
 
     @staticmethod
     def backward(ctx, dout_BHSD):
-        q_BHSD, k_BGSD, v_BGSD, out_BHSD, lse_BGRS = ctx.saved_tensors
-        ring, scale = ctx.ring, ctx.scale
+        q_BHSD, k_BGSD, v_BGSD, out_BHSD, lse_BGRS, sinks_H = ctx.saved_tensors
+        ring, scale, window = ctx.ring, ctx.scale, ctx.window
         acc, G = _acc_dtype(q_BHSD.dtype), k_BGSD.shape[1]
         q_ids = ring.chunk_ids(ring.rank)
         n = len(q_ids)
@@ -230,7 +253,7 @@ class _RingAttention(torch.autograd.Function):
             dk_BGSD = torch.zeros(kv[0].shape, dtype=acc, device=kv[0].device)
             dv_BGSD = torch.zeros(kv[1].shape, dtype=acc, device=kv[1].device)
             dk_chunks, dv_chunks = dk_BGSD.chunk(len(k_ids), dim=2), dv_BGSD.chunk(len(k_ids), dim=2)
-            for i, j, mask in _unmasked_blocks(q_ids, k_ids, k_chunks[0].shape[2], q_BHSD.device):
+            for i, j, mask in _unmasked_blocks(q_ids, k_ids, k_chunks[0].shape[2], window, q_BHSD.device):
                 dq, dk, dv = _block_backward(
                     q_chunks[i], k_chunks[j], v_chunks[j], do_chunks[i], lse_chunks[i], delta_chunks[i], mask, scale
                 )
@@ -253,4 +276,8 @@ class _RingAttention(torch.autograd.Function):
         if dkv_works is not None:
             _wait(dkv_works)
         dq_BHSD = dq_BGRSD.flatten(1, 2).to(q_BHSD.dtype)
-        return dq_BHSD, dkv[0].to(k_BGSD.dtype), dkv[1].to(v_BGSD.dtype), None, None
+        dsinks_H = None
+        if sinks_H is not None:  # d out / d sink = -p_sink * out, so d loss / d sink = -p_sink * rowsum(dO * O)
+            p_sink_BGRS = torch.exp(sinks_H.to(acc).view(1, G, -1, 1) - lse_BGRS)
+            dsinks_H = -(p_sink_BGRS * delta_BGRS).sum((0, 3)).flatten().to(sinks_H.dtype)
+        return dq_BHSD, dkv[0].to(k_BGSD.dtype), dkv[1].to(v_BGSD.dtype), dsinks_H, None, None, None
