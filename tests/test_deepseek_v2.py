@@ -73,6 +73,23 @@ def test_sigmoid_scores_renormalised_then_scaled():
     torch.testing.assert_close(w_TK, cfg.routed_scaling_factor * picked_TK / picked_TK.sum(-1, keepdim=True))
 
 
+def test_meta_build_then_reset_equals_direct_build():
+    """The pipeline's path (build on meta, drop other stages' layers, to_empty, reset_parameters) gives the weights
+    of a direct build: each tensor's init is seeded by its name, not by what else was initialised before it."""
+    torch.manual_seed(3)
+    direct = DeepseekV2ForCausalLM(CFG)
+    torch.manual_seed(3)
+    with torch.device("meta"):
+        lazy = DeepseekV2ForCausalLM(CFG)
+    lazy.model.layers = torch.nn.ModuleDict({k: v for k, v in lazy.model.layers.items() if k != "0"})
+    lazy.to_empty(device="cpu")
+    lazy.reset_parameters()
+    want = direct.state_dict()
+    for name, t in lazy.state_dict().items():
+        assert torch.equal(t, want[name]), name
+    assert torch.equal(lazy.model.layers["1"].self_attn.kv_a_layernorm.weight, torch.ones(CFG.kv_lora_rank))
+
+
 def test_aux_loss_trains_router_only_when_on():
     model = DeepseekV2ForCausalLM(CFG)
     ids = torch.randint(0, CFG.vocab_size, (2, 11))

@@ -11,23 +11,28 @@ C-wide latent; a separate Dr-wide key shared by all heads carries RoPE ("decoupl
 pass it through the shared experts (DeepSeekMoE, sec. 2.2).
 
 Layer contract as in qwen3_moe.py: `forward_stage1` (norm, attention, norm, routing), `forward_stage3` (routed
-experts on expert-grouped tokens), `forward_stage5` (weighted combine + residual). The shared experts run inside
-stage 1 and are added to the returned residual, so stages 3-5 only see routed experts. A dense layer does its
-whole work in stage 1 and returns `n_TD = None`; callers then skip stages 2-5.
+experts on expert-grouped tokens), `forward_stage5` (weighted combine + residual); stages 2 and 4 are
+`modules/expert_parallel.py`'s dispatch/combine (local permutation on one rank, all-to-all under EP). The shared
+experts run inside stage 1 and are added to the returned residual, so stages 3-5 only see routed experts. A
+dense layer does its whole work in stage 1 and returns `n_TD = None`; callers then skip stages 2-5.
 Attribute names follow transformers' DeepseekV2; the Hub keeps one tensor per expert on disk.
 """
 
 import dataclasses
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import torch
+import torch.distributed.nn.functional as dist_fn
 import torch.nn.functional as F
 from torch import nn
 
 from pithtrain.config import ConfigError, NonNegative, Positive, Range
-from pithtrain.operators.token_permute import permute_tokens, unpermute_tokens
+from pithtrain.contexts import distributed
+from pithtrain.modules.expert_parallel import combine, dispatch
+from pithtrain.modules.ring_attention import ring_attention
 
 
 @dataclass
@@ -181,7 +186,7 @@ def apply_rope(x_BHSDr: torch.Tensor, cos_BSF: torch.Tensor, sin_BSF: torch.Tens
 
 
 class DeepseekV2Attention(nn.Module):
-    """Multi-head latent attention on causal SDPA (keys Dq wide, values Dv wide)."""
+    """Multi-head latent attention on causal SDPA, or ring attention under CP (keys Dq wide, values Dv wide)."""
 
     def __init__(self, cfg: DeepseekV2Cfg):
         super().__init__()
@@ -215,7 +220,12 @@ class DeepseekV2Attention(nn.Module):
         k_pe_B1SDr = apply_rope(k_pe_BSDr[:, None], cos_BSF, sin_BSF)
         q_BHSDq = torch.cat((q_nope_BHSDn, q_pe_BHSDr), dim=-1)
         k_BHSDq = torch.cat((k_nope_BHSDn, k_pe_B1SDr.expand(B, H, S, Dr)), dim=-1)
-        o_BHSDv = F.scaled_dot_product_attention(q_BHSDq, k_BHSDq, v_BHSDv, is_causal=True, scale=self.softmax_scale)
+        if distributed.cp_size > 1:  # this rank holds a zigzag shard of each sequence
+            o_BHSDv = ring_attention(q_BHSDq, k_BHSDq, v_BHSDv, distributed.cp_group, scale=self.softmax_scale)
+        else:
+            o_BHSDv = F.scaled_dot_product_attention(
+                q_BHSDq, k_BHSDq, v_BHSDv, is_causal=True, scale=self.softmax_scale
+            )
         return self.o_proj(o_BHSDv.transpose(1, 2).reshape(B, S, H * Dv))
 
 
@@ -233,14 +243,15 @@ class DeepseekV2MLP(nn.Module):
 
 
 class DeepseekV2Experts(nn.Module):
-    """E SwiGLU experts as stacked weights; `forward` runs all of them with two grouped matmuls."""
+    """This rank's routed SwiGLU experts as stacked weights (dim 0 = local expert; under expert parallelism,
+    rank r holds global experts r*E/EP ... (r+1)*E/EP - 1); `forward` runs them with two grouped matmuls."""
 
     def __init__(self, cfg: DeepseekV2Cfg):
         super().__init__()
-        E, D, I = cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
+        E, D, I = cfg.n_routed_experts // distributed.ep_size, cfg.hidden_size, cfg.moe_intermediate_size
+        self.expert_offset = distributed.ep_rank * E
         self.gate_up_proj = nn.Parameter(torch.empty(E, 2 * I, D))
         self.down_proj = nn.Parameter(torch.empty(E, D, I))
-        self.expert_offset = 0  # global index of expert 0 here; expert parallelism (not yet) shards experts
 
     def forward(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
         """x_ND holds the routed copies sorted by expert; tokens_per_expert_E gives each expert's slice."""
@@ -251,7 +262,8 @@ class DeepseekV2Experts(nn.Module):
         return torch._grouped_mm(h_NI, self.down_proj.to(h_NI.dtype).transpose(-2, -1), offs=offsets_E)
 
     def reference_forward(self, x_TD: torch.Tensor, topk_ids_TK: torch.Tensor) -> torch.Tensor:
-        """Per-expert loop (the test oracle): returns y_TKD, each token's output from each chosen expert."""
+        """Per-expert loop (the test oracle, one rank): y_TKD, each token's output from each chosen expert."""
+        assert distributed.ep_size == 1, "the per-expert loop needs every expert on this rank"
         T, K = topk_ids_TK.shape
         y_TKD = x_TD.new_zeros(T, K, x_TD.shape[-1])
         for e in range(self.gate_up_proj.shape[0]):
@@ -279,14 +291,23 @@ def load_balancing_loss(probs_BSE: torch.Tensor, topk_ids_BSK: torch.Tensor, kin
     """Switch-style loss E * sum_e f_e * P_e (1.0 when perfectly balanced), where f_e is the fraction of
     routed copies sent to expert e and P_e the mean router probability of e. `global_batch` pools every
     token of the micro-batch; `sequence` computes it per sequence and averages (DeepSeek-V2's expert-level
-    balance loss, sec. 2.2.3)."""
+    balance loss, sec. 2.2.3). Under context parallelism the sums run over the whole sequence (all CP ranks hold
+    a shard of every sequence of the micro-batch); every CP rank then holds the same value and back-propagates
+    1/CP of it, since the all-reduce's backward sums them."""
     B, S, E = probs_BSE.shape
     if kind == "global_batch":
         probs_BSE, topk_ids_BSK = probs_BSE.reshape(1, B * S, E), topk_ids_BSK.reshape(1, B * S, -1)
     counts_BE = torch.zeros(probs_BSE.shape[0], E, device=probs_BSE.device)
     counts_BE.scatter_add_(1, topk_ids_BSK.flatten(1), torch.ones_like(topk_ids_BSK.flatten(1), dtype=torch.float))
-    f_BE = counts_BE / topk_ids_BSK[0].numel()
-    return (E * (f_BE * probs_BSE.mean(1)).sum(-1)).mean()
+    prob_sums_BE = probs_BSE.sum(1)
+    tokens = probs_BSE.shape[1] * distributed.cp_size
+    if distributed.cp_size > 1:
+        # Same value, 1/CP of the gradient: the all-reduce's backward adds up CP identical gradients.
+        prob_sums_BE = prob_sums_BE / distributed.cp_size + prob_sums_BE.detach() * (1 - 1 / distributed.cp_size)
+        prob_sums_BE = dist_fn.all_reduce(prob_sums_BE, group=distributed.cp_group)
+        torch.distributed.all_reduce(counts_BE, group=distributed.cp_group)
+    f_BE = counts_BE / (tokens * topk_ids_BSK.shape[-1])
+    return (E * (f_BE * prob_sums_BE / tokens).sum(-1)).mean()
 
 
 class DeepseekV2Moe(nn.Module):
@@ -330,6 +351,7 @@ class DeepseekV2DecoderLayer(nn.Module):
 
     def __init__(self, cfg: DeepseekV2Cfg):
         super().__init__()
+        self.num_experts = cfg.n_routed_experts
         self.input_layernorm = DeepseekV2RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = DeepseekV2Attention(cfg)
         self.post_attention_layernorm = DeepseekV2RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -351,11 +373,11 @@ class DeepseekV2DecoderLayer(nn.Module):
         return h_BSD + (y_TKD * topk_w_TK[..., None].to(y_TKD.dtype)).sum(1).view_as(h_BSD)
 
     def forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
-        """One rank: stage 2 and stage 4 are local permutations into and out of expert order."""
+        """All five stages in a row; stages 2 and 4 are local permutations, or all-to-alls under EP."""
         h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
-        x_ND, perm = permute_tokens(n_TD, topk_ids_TK, self.mlp.experts.gate_up_proj.shape[0])
-        y_ND = self.forward_stage3(x_ND, perm.tokens_per_expert_E)
-        return self.forward_stage5(h_BSD, unpermute_tokens(y_ND, perm), topk_w_TK)
+        x_ND, tokens_per_expert_E, plan = dispatch(n_TD, topk_ids_TK, self.num_experts)
+        y_ND = self.forward_stage3(x_ND, tokens_per_expert_E)
+        return self.forward_stage5(h_BSD, combine(y_ND, plan), topk_w_TK)
 
     def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
         h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
@@ -415,15 +437,29 @@ class DeepseekV2ForCausalLM(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.reset_parameters()
+        if not any(p.is_meta for p in self.parameters()):
+            self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self):
+        """Each tensor (each expert, for stacked experts) draws from a generator seeded by its name, so
+        any rank can initialise exactly its own slice of the model, and every mesh starts identical.
+        Norms (the latent kv_a/q_a_layernorm included) start at one."""
+        base = torch.initial_seed()
+
+        def normal_(t: torch.Tensor, key: str):
+            g = torch.Generator(device=t.device).manual_seed(base + zlib.crc32(key.encode()))
+            t.normal_(0.0, self.cfg.initializer_range, generator=g)
+
         for name, p in self.named_parameters():
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
+            elif ".mlp.experts." in name:
+                offset = self.get_submodule(name.rsplit(".", 1)[0]).expert_offset
+                for e in range(p.shape[0]):
+                    normal_(p[e], f"{name}.{offset + e}")
             else:
-                p.normal_(0.0, self.cfg.initializer_range)
+                normal_(p, name)
 
     def rope(self, input_ids_BS: torch.Tensor, position_ids_BS: torch.Tensor | None = None):
         if position_ids_BS is None:
