@@ -64,6 +64,24 @@ def test_stage_split_equals_reference_forward_with_grads():
         assert (grads[n] - p.grad).norm() <= 1e-5 * p.grad.norm(), n
 
 
+def test_meta_build_then_reset_equals_direct_build():
+    """The pipeline's path (build on meta, drop other stages' layers, to_empty, reset_parameters) gives the weights
+    of a direct build: each tensor's init is seeded by its name, not by what else was initialised before it."""
+    torch.manual_seed(3)
+    direct = GptOssForCausalLM(CFG)
+    torch.manual_seed(3)
+    with torch.device("meta"):
+        lazy = GptOssForCausalLM(CFG)
+    lazy.model.layers = torch.nn.ModuleDict({k: v for k, v in lazy.model.layers.items() if k != "0"})
+    lazy.to_empty(device="cpu")
+    lazy.reset_parameters()
+    want = direct.state_dict()
+    for name, t in lazy.state_dict().items():
+        assert torch.equal(t, want[name]), name
+    attn, experts = lazy.model.layers["2"].self_attn, lazy.model.layers["2"].mlp.experts
+    assert not attn.q_proj.bias.any() and not experts.down_proj_bias.any() and attn.sinks.std() > 0
+
+
 def test_aux_loss_trains_router_only_when_on():
     model = GptOssForCausalLM(CFG)
     ids = torch.randint(0, CFG.vocab_size, (2, 11))

@@ -10,7 +10,10 @@ the attention projections, router and experts have biases; the experts use a cla
 the logits, then a softmax over the K chosen ones.
 
 Layer contract as in qwen3_moe.py: `forward_stage1` (norm, attention, norm, routing), `forward_stage3` (experts
-on expert-grouped tokens), `forward_stage5` (weighted combine + residual); `reference_forward` is the oracle.
+on expert-grouped tokens), `forward_stage5` (weighted combine + residual); stages 2 and 4 are
+`modules/expert_parallel.py`'s dispatch/combine (local permutation on one rank, all-to-all under EP);
+`reference_forward` is the oracle. Under context parallelism the window and the sinks move into
+`modules/ring_attention.py`, the window over global (zigzag) positions.
 Attribute names and tensor layouts follow transformers' GptOss, which is also the Hub's bf16 on-disk layout:
 experts keep [E, D, 2I] weights with gate and up columns interleaved. The released checkpoints store the experts
 in MXFP4; importing those is refused with the command that dequantizes them.
@@ -18,15 +21,19 @@ in MXFP4; importing those is refused with the command that dequantizes them.
 
 import dataclasses
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import torch
+import torch.distributed.nn.functional as dist_fn
 import torch.nn.functional as F
 from torch import nn
 
 from pithtrain.config import ConfigError, Positive, Range
-from pithtrain.operators.token_permute import permute_tokens, unpermute_tokens
+from pithtrain.contexts import distributed
+from pithtrain.modules.expert_parallel import combine, dispatch
+from pithtrain.modules.ring_attention import ring_attention
 
 
 @dataclass
@@ -191,22 +198,28 @@ class GptOssAttention(nn.Module):
         q_BHSDh = apply_rope(self.q_proj(x_BSD).view(B, S, H, Dh).transpose(1, 2), cos, sin)
         k_BGSDh = apply_rope(self.k_proj(x_BSD).view(B, S, G, Dh).transpose(1, 2), cos, sin)
         v_BGSDh = self.v_proj(x_BSD).view(B, S, G, Dh).transpose(1, 2)
-        k_BHSDh, v_BHSDh = k_BGSDh.repeat_interleave(H // G, dim=1), v_BGSDh.repeat_interleave(H // G, dim=1)
-        o_BHSDh = sink_attention(q_BHSDh, k_BHSDh, v_BHSDh, self.sinks, self.sliding_window, Dh**-0.5)
+        if distributed.cp_size > 1:  # this rank holds a zigzag shard of each sequence
+            window, sinks_H = self.sliding_window, self.sinks
+            o_BHSDh = ring_attention(q_BHSDh, k_BGSDh, v_BGSDh, distributed.cp_group, Dh**-0.5, window, sinks_H)
+        else:
+            k_BHSDh, v_BHSDh = k_BGSDh.repeat_interleave(H // G, dim=1), v_BGSDh.repeat_interleave(H // G, dim=1)
+            o_BHSDh = sink_attention(q_BHSDh, k_BHSDh, v_BHSDh, self.sinks, self.sliding_window, Dh**-0.5)
         return self.o_proj(o_BHSDh.transpose(1, 2).reshape(B, S, H * Dh))
 
 
 class GptOssExperts(nn.Module):
-    """E clamped-SwiGLU experts with biases as stacked weights, in transformers' layout: gate_up_proj [E, D, 2I]
-    with gate and up columns interleaved, down_proj [E, I, D]. `forward` runs all of them with two grouped matmuls."""
+    """This rank's clamped-SwiGLU experts with biases as stacked weights (dim 0 = local expert, biases too; under
+    expert parallelism, rank r holds global experts r*E/EP ... (r+1)*E/EP - 1), in transformers' layout:
+    gate_up_proj [E, D, 2I] with gate and up columns interleaved, down_proj [E, I, D]. `forward` runs them with two
+    grouped matmuls."""
 
     def __init__(self, cfg: GptOssCfg):
         super().__init__()
-        E, D, I = cfg.num_local_experts, cfg.hidden_size, cfg.intermediate_size
+        E, D, I = cfg.num_local_experts // distributed.ep_size, cfg.hidden_size, cfg.intermediate_size
+        self.expert_offset = distributed.ep_rank * E
         self.gate_up_proj = nn.Parameter(torch.empty(E, D, 2 * I))
         self.gate_up_proj_bias = nn.Parameter(torch.empty(E, 2 * I))
         self.down_proj = nn.Parameter(torch.empty(E, I, D))
-        self.expert_offset = 0  # global index of expert 0 here; expert parallelism (not yet) shards experts
         self.down_proj_bias = nn.Parameter(torch.empty(E, D))
         self.alpha, self.limit = cfg.swiglu_alpha, cfg.swiglu_limit
 
@@ -228,7 +241,8 @@ class GptOssExperts(nn.Module):
         return y_ND + self.down_proj_bias.to(y_ND.dtype)[expert_N]
 
     def reference_forward(self, x_TD: torch.Tensor, topk_ids_TK: torch.Tensor) -> torch.Tensor:
-        """Per-expert loop (the test oracle): returns y_TKD, each token's output from each chosen expert."""
+        """Per-expert loop (the test oracle, one rank): y_TKD, each token's output from each chosen expert."""
+        assert distributed.ep_size == 1, "the per-expert loop needs every expert on this rank"
         T, K = topk_ids_TK.shape
         y_TKD = x_TD.new_zeros(T, K, x_TD.shape[-1])
         for e in range(self.gate_up_proj.shape[0]):
@@ -256,14 +270,23 @@ class AttachAuxLoss(torch.autograd.Function):
 def load_balancing_loss(probs_BSE: torch.Tensor, topk_ids_BSK: torch.Tensor, kind: str) -> torch.Tensor:
     """Switch-style loss E * sum_e f_e * P_e (1.0 when perfectly balanced), where f_e is the fraction of
     routed copies sent to expert e and P_e the mean router probability of e. `global_batch` pools every
-    token of the micro-batch; `sequence` computes it per sequence and averages (DeepSeek-V3, eq. 17-20)."""
+    token of the micro-batch; `sequence` computes it per sequence and averages (DeepSeek-V3, eq. 17-20).
+    Under context parallelism the sums run over the whole sequence (all CP ranks); every CP rank then
+    holds the same value and back-propagates 1/CP of it, since the all-reduce's backward sums them."""
     B, S, E = probs_BSE.shape
     if kind == "global_batch":
         probs_BSE, topk_ids_BSK = probs_BSE.reshape(1, B * S, E), topk_ids_BSK.reshape(1, B * S, -1)
     counts_BE = torch.zeros(probs_BSE.shape[0], E, device=probs_BSE.device)
     counts_BE.scatter_add_(1, topk_ids_BSK.flatten(1), torch.ones_like(topk_ids_BSK.flatten(1), dtype=torch.float))
-    f_BE = counts_BE / topk_ids_BSK[0].numel()
-    return (E * (f_BE * probs_BSE.mean(1)).sum(-1)).mean()
+    prob_sums_BE = probs_BSE.sum(1)
+    tokens = probs_BSE.shape[1] * distributed.cp_size
+    if distributed.cp_size > 1:
+        # Same value, 1/CP of the gradient: the all-reduce's backward adds up CP identical gradients.
+        prob_sums_BE = prob_sums_BE / distributed.cp_size + prob_sums_BE.detach() * (1 - 1 / distributed.cp_size)
+        prob_sums_BE = dist_fn.all_reduce(prob_sums_BE, group=distributed.cp_group)
+        torch.distributed.all_reduce(counts_BE, group=distributed.cp_group)
+    f_BE = counts_BE / (tokens * topk_ids_BSK.shape[-1])
+    return (E * (f_BE * prob_sums_BE / tokens).sum(-1)).mean()
 
 
 class GptOssMLP(nn.Module):
@@ -292,6 +315,7 @@ class GptOssDecoderLayer(nn.Module):
 
     def __init__(self, cfg: GptOssCfg, layer_idx: int):
         super().__init__()
+        self.num_experts = cfg.num_local_experts
         self.input_layernorm = GptOssRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = GptOssAttention(cfg, layer_idx)
         self.post_attention_layernorm = GptOssRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -311,11 +335,11 @@ class GptOssDecoderLayer(nn.Module):
         return h_BSD + (y_TKD * topk_w_TK[..., None].to(y_TKD.dtype)).sum(1).view_as(h_BSD)
 
     def forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
-        """One rank: stage 2 and stage 4 are local permutations into and out of expert order."""
+        """All five stages in a row; stages 2 and 4 are local permutations, or all-to-alls under EP."""
         h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
-        x_ND, perm = permute_tokens(n_TD, topk_ids_TK, self.mlp.experts.gate_up_proj.shape[0])
-        y_ND = self.forward_stage3(x_ND, perm.tokens_per_expert_E)
-        return self.forward_stage5(h_BSD, unpermute_tokens(y_ND, perm), topk_w_TK)
+        x_ND, tokens_per_expert_E, plan = dispatch(n_TD, topk_ids_TK, self.num_experts)
+        y_ND = self.forward_stage3(x_ND, tokens_per_expert_E)
+        return self.forward_stage5(h_BSD, combine(y_ND, plan), topk_w_TK)
 
     def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
         h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
@@ -339,17 +363,31 @@ class GptOssForCausalLM(nn.Module):
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.reset_parameters()
+        if not any(p.is_meta for p in self.parameters()):
+            self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self):
+        """Each tensor (each expert, for stacked experts) draws from a generator seeded by its name, so
+        any rank can initialise exactly its own slice of the model, and every mesh starts identical.
+        Norms start at one and biases at zero; matrices, embeddings and the sinks are normal."""
+        base = torch.initial_seed()
+
+        def normal_(t: torch.Tensor, key: str):
+            g = torch.Generator(device=t.device).manual_seed(base + zlib.crc32(key.encode()))
+            t.normal_(0.0, self.cfg.initializer_range, generator=g)
+
         for name, p in self.named_parameters():
             if name.endswith("norm.weight"):
                 p.fill_(1.0)
             elif name.endswith("bias"):
                 p.zero_()
-            else:  # matrices, embeddings and the sinks
-                p.normal_(0.0, self.cfg.initializer_range)
+            elif ".mlp.experts." in name:
+                offset = self.get_submodule(name.rsplit(".", 1)[0]).expert_offset
+                for e in range(p.shape[0]):
+                    normal_(p[e], f"{name}.{offset + e}")
+            else:
+                normal_(p, name)
 
     def rope(self, input_ids_BS: torch.Tensor, position_ids_BS: torch.Tensor | None = None):
         if position_ids_BS is None:
