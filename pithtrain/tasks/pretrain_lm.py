@@ -64,10 +64,6 @@ def check_layout(cfg: PretrainLMCfg, family) -> None:
         raise ConfigError(
             f"model.{family.experts_key} = {num_experts} is not divisible by expert_parallel_size = {d.ep_size}."
         )
-    if family.name != "qwen3_moe" and d.world_size > 1:
-        raise ConfigError(
-            f"model.family = {family.name!r} runs on one process only so far; qwen3_moe runs on any mesh."
-        )
     if d.cp_size > 1 and cfg.data.seq_len % (2 * d.cp_size):
         raise ConfigError(
             f"data.seq_len = {cfg.data.seq_len} must be a multiple of 2 x context_parallel_size = "
