@@ -63,7 +63,13 @@ def main() -> int:
                 diff = max(abs(a - b) / abs(b) for a, b in zip(losses[mesh], ref))
             rows.append((model, mesh, rc, len(losses[mesh]), losses[mesh][-1] if losses[mesh] else float("nan"),
                          diff, step_s))  # fmt: skip
-    (out / "engine_check.json").write_text(json.dumps(rows, indent=1))
+    import torch  # provenance only; the runs themselves are subprocesses
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    provenance = {"command": " ".join(sys.argv), "commit": commit or "unknown (no .git here)",
+                  "torch": torch.__version__, "gpus": gpus}  # fmt: skip
+    (out / "engine_check.json").write_text(json.dumps({"provenance": provenance, "rows": rows}, indent=1))
     ok = all(r[2] == 0 and (r[1] == "1gpu" or r[5] < 2e-2) for r in rows)
     print(f"{'model':6} {'mesh':5} {'rc':>3} {'steps':>5} {'last loss':>10} {'max rel diff vs 1gpu':>21} {'step s':>8}")
     for model, mesh, rc, n, last, diff, step_s in rows:

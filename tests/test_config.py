@@ -41,7 +41,7 @@ def test_knob_set_is_frozen():
         "family", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
         "head_dim", "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "rms_norm_eps",
         "rope_theta", "max_position_embeddings", "tie_word_embeddings", "aux_loss_type", "aux_loss_coef",
-        "initializer_range",
+        "initializer_range", "force_balanced_routing",
     ]  # fmt: skip
 
 

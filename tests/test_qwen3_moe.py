@@ -10,6 +10,7 @@ import torch
 from pithtrain.models.qwen3_moe import (
     Qwen3MoeCfg,
     Qwen3MoeForCausalLM,
+    Qwen3MoeSparseMoeBlock,
     cfg_from_hf,
     load_balancing_loss,
 )
@@ -152,3 +153,15 @@ def test_stages_compile_without_graph_breaks():
     compiled = model(ids, ids, aux_loss_scale=0.01)
     compiled.backward()
     torch.testing.assert_close(compiled, eager)
+
+
+def test_force_balanced_routing_is_round_robin():
+    cfg = Qwen3MoeCfg(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=8, num_experts=6, num_experts_per_tok=4,
+                      moe_intermediate_size=8, force_balanced_routing=True)  # fmt: skip
+    block = Qwen3MoeSparseMoeBlock(cfg)
+    torch.nn.init.normal_(block.gate.weight)
+    ids_TK, w_TK = block.route(torch.randn(2, 3, 16), aux_loss_scale=0.0)
+    assert ids_TK.flatten().tolist() == [i % 6 for i in range(24)]
+    assert torch.bincount(ids_TK.flatten(), minlength=6).tolist() == [4] * 6
+    assert torch.allclose(w_TK.sum(-1), torch.ones(6))  # the router's probabilities, renormalised

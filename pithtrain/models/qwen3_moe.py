@@ -66,6 +66,10 @@ class Qwen3MoeCfg:
     """Weight of the load-balancing loss."""
     initializer_range: Annotated[float, Range(gt=0)] = 0.02
     """Standard deviation of the normal init of every matrix."""
+    force_balanced_routing: bool = False
+    """Benchmarks only: copy k of token t goes to expert (t*K + k) mod E whatever the router prefers (weights are
+    the router's probabilities of those experts), so every expert gets the same load and routing luck cannot
+    decide a throughput comparison (TorchTitan's debug.moe_force_load_balance does the same)."""
 
     def __post_init__(self):
         if self.num_attention_heads % self.num_key_value_heads:
@@ -221,7 +225,12 @@ class Qwen3MoeSparseMoeBlock(nn.Module):
         """Softmax over all experts (fp32), top-k, optional renormalisation. Returns (topk_ids_TK, topk_w_TK)."""
         B, S, D = x_BSD.shape
         probs_BSE = F.linear(x_BSD, self.gate.weight.to(x_BSD.dtype)).float().softmax(-1)
-        topk_w_BSK, topk_ids_BSK = torch.topk(probs_BSE, self.cfg.num_experts_per_tok, dim=-1)
+        if self.cfg.force_balanced_routing:  # round-robin over each rank's own tokens: balanced under EP too
+            K = self.cfg.num_experts_per_tok
+            topk_ids_BSK = (torch.arange(B * S * K, device=x_BSD.device) % self.cfg.num_experts).view(B, S, K)
+            topk_w_BSK = probs_BSE.gather(-1, topk_ids_BSK)
+        else:
+            topk_w_BSK, topk_ids_BSK = torch.topk(probs_BSE, self.cfg.num_experts_per_tok, dim=-1)
         if self.cfg.norm_topk_prob:
             topk_w_BSK = topk_w_BSK / topk_w_BSK.sum(-1, keepdim=True)
         if self.cfg.aux_loss_type != "none" and self.training and aux_loss_scale > 0:
