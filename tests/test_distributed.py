@@ -156,6 +156,7 @@ MESHES = {
     "CP2xEP2": (4, ["distributed.context_parallel_size=2", "distributed.expert_parallel_size=2"]),
     "PP2xCP2": (4, ["distributed.pipeline_parallel_size=2", "distributed.context_parallel_size=2"]),
     "PP2xDP2xEP2": (8, ["distributed.pipeline_parallel_size=2", "distributed.expert_parallel_size=2"]),
+    "DP2xEP2-HSDP": (4, ["distributed.expert_parallel_size=2", "distributed.hsdp=true"]),
 }
 # Qwen3-MoE on every mesh; the other families on the pipeline with EP and on context parallelism (one fast each).
 CASES = [("qwen3_moe", m) for m in MESHES] + [
@@ -165,7 +166,7 @@ CASES = [("qwen3_moe", m) for m in MESHES] + [
     ("gpt_oss", "CP2"),
     ("gpt_oss", "CP2xEP2"),
 ]
-SLOW = {("qwen3_moe", m) for m in ["PP2xDP2xEP2", "PP2xCP2", "CP2xEP2"]}
+SLOW = {("qwen3_moe", m) for m in ["PP2xDP2xEP2", "PP2xCP2", "CP2xEP2", "DP2xEP2-HSDP"]}
 SLOW |= {("deepseek_v2", "CP2xEP2"), ("gpt_oss", "PP2xEP2"), ("gpt_oss", "CP2xEP2")}
 
 

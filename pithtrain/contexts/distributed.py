@@ -26,7 +26,8 @@ ep_group: ProcessGroup | None = None
 data_rank: int = 0
 data_size: int = 1
 
-# FSDP meshes: non-expert weights shard over DP x CP x EP, expert weights over DP x CP.
+# FSDP meshes: non-expert weights shard over DP x CP x EP, expert weights over DP x CP (under HSDP: 2-D meshes
+# that replicate across DP and shard over CP x EP and CP).
 dense_fsdp_mesh: DeviceMesh | None = None
 expert_fsdp_mesh: DeviceMesh | None = None
 dp_cp_ep_group: ProcessGroup | None = None  # token counts, loss sums

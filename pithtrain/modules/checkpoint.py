@@ -108,8 +108,9 @@ def _canonical(model, optimizer) -> dict[str, Any]:
     def split(key: str, t: torch.Tensor, out: dict) -> None:
         local = t.to_local() if isinstance(t, DTensor) else t
         first = model.get_submodule(key.split(".mlp.experts.")[0] + ".mlp.experts").expert_offset
-        if isinstance(t, DTensor):  # FSDP's Shard(0) over DP x CP: torch.chunk rows of this rank's experts
-            first += t.device_mesh.get_local_rank() * -(-t.shape[0] // t.device_mesh.size())
+        if isinstance(t, DTensor):  # FSDP's Shard(0) on the mesh's last dim: torch.chunk rows of this rank's experts
+            shard_dim = t.device_mesh.ndim - 1  # (HSDP's first dim replicates)
+            first += t.device_mesh.get_local_rank(shard_dim) * -(-t.shape[0] // t.device_mesh.size(shard_dim))
         for i in range(local.shape[0]):
             out[f"{key}.{first + i}"] = local[i]
 

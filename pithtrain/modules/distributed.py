@@ -71,12 +71,11 @@ def setup_distributed(cfg: DistributedCfg, device: torch.device) -> None:
     d.data_rank, d.data_size = d.dp_rank * ep + d.ep_rank, dp * ep
     dense = mesh["dp", "cp", "ep"]._flatten("dp_cp_ep")
     d.dp_cp_ep_group = dense.get_group()
-    d.expert_fsdp_mesh = mesh["dp", "cp"]._flatten("dp_cp")
-    if cfg.hsdp:
+    if cfg.hsdp:  # 2-D meshes: replicate across DP (outer), shard within
         mesh["cp", "ep"]._flatten("cp_ep")
-        d.dense_fsdp_mesh = mesh["dp", "cp_ep"]
+        d.dense_fsdp_mesh, d.expert_fsdp_mesh = mesh["dp", "cp_ep"], mesh["dp", "cp"]
     else:
-        d.dense_fsdp_mesh = dense
+        d.dense_fsdp_mesh, d.expert_fsdp_mesh = dense, mesh["dp", "cp"]._flatten("dp_cp")
 
     # Pipeline channels: every rank creates every group, in the same order (new_group is collective).
     ranks = mesh.mesh  # (pp, dp, cp, ep) -> global rank
