@@ -93,7 +93,8 @@ def ring_attention(
     if ring.size > 1 and S % 2:
         raise ValueError(f"local sequence length {S} must be even (two zigzag chunks) when cp_size > 1.")
     scale = 1.0 / math.sqrt(Dqk) if scale is None else scale
-    return _RingAttention.apply(q_BHSD, k_BGSD, v_BGSD, sinks_H, ring, scale, window)
+    with torch.autocast(q_BHSD.device.type, enabled=False):  # blocks accumulate in fp32, not autocast's bf16
+        return _RingAttention.apply(q_BHSD, k_BGSD, v_BGSD, sinks_H, ring, scale, window)
 
 
 class _Ring:
