@@ -29,7 +29,9 @@ def _quantize_tiles_reference(x_MK: torch.Tensor, tile_rows: int):
     M, K = x_MK.shape
     Mb, Kb = triton.cdiv(M, tile_rows), triton.cdiv(K, BLOCK)
     x = F.pad(x_MK.float(), (0, Kb * BLOCK - K, 0, Mb * tile_rows - M)).view(Mb, tile_rows, Kb, BLOCK)
-    scale = x.abs().amax(dim=(1, 3), keepdim=True).clamp(min=AMAX_FLOOR) / FP8_MAX
+    # Divide by a tensor, not a Python number: CUDA turns division by a scalar into multiplication by its
+    # reciprocal, which is not correctly rounded (the kernel's div_rn is).
+    scale = x.abs().amax(dim=(1, 3), keepdim=True).clamp(min=AMAX_FLOOR) / torch.tensor(FP8_MAX, device=x.device)
     q = (x / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
     q_MK = q.view(Mb * tile_rows, Kb * BLOCK)[:M, :K].contiguous()
     return q_MK, scale.view(Mb, Kb)
