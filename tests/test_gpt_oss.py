@@ -1,13 +1,13 @@
 """GPT-OSS: sink + sliding-window attention against SDPA and transformers, the stage split vs reference_forward,
 the example configs, a tiny model that learns, MXFP4 refusal, and parity with Hugging Face transformers both ways."""
 
-import dataclasses
 import json
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import REPO, TINY_TOKENS
+from hf_parity import check_hf_round_trip
 from safetensors.torch import save_file
 
 from pithtrain.config import ConfigError
@@ -19,7 +19,6 @@ from pithtrain.models.gpt_oss import (
     sink_attention,
     sink_attention_reference,
 )
-from pithtrain.modules.checkpoint import load_checkpoint
 from pithtrain.tasks import convert_checkpoint, pretrain_lm
 from pithtrain.tasks.convert_checkpoint import ConvertCheckpointCfg
 from pithtrain.tasks.pretrain_lm import load_pretrain_cfg
@@ -149,32 +148,4 @@ def test_hf_parity_import_export(tmp_path, tie):
             ]:
                 proj.bias.normal_(0, 0.1)
             layer.self_attn.sinks.normal_(0, 1.0)
-    hf.save_pretrained(tmp_path / "hf")
-
-    convert_checkpoint.launch(ConvertCheckpointCfg("hf-to-pithtrain", str(tmp_path / "hf"), str(tmp_path / "pt")))
-    meta = json.loads((tmp_path / "pt" / "step-00000000" / "meta.json").read_text())
-    cfg = cfg_from_hf(json.loads((tmp_path / "hf" / "config.json").read_text()))
-    assert meta["model"] == dataclasses.asdict(cfg)
-    model = GptOssForCausalLM(cfg).eval()
-    load_checkpoint(tmp_path / "pt" / "step-00000000", model)
-
-    ids = torch.randint(0, 96, (2, 12))  # longer than the window
-    with torch.no_grad():
-        hf_out = hf(ids, labels=ids)
-        ours_logits = model(ids)
-        ours_loss = model(ids[:, :-1], ids[:, 1:]) / ids[:, 1:].numel()
-    assert (hf_out.logits - ours_logits).abs().max() < 1e-4
-    torch.testing.assert_close(ours_loss, hf_out.loss, rtol=1e-5, atol=1e-6)
-
-    # Export, then import again: the identity on every tensor; transformers loads the export.
-    convert_checkpoint.launch(
-        ConvertCheckpointCfg("pithtrain-to-hf", str(tmp_path / "pt"), str(tmp_path / "hf2"), dtype="float32")
-    )
-    hf2 = transformers.GptOssForCausalLM.from_pretrained(tmp_path / "hf2").eval()
-    with torch.no_grad():
-        assert (hf2(ids).logits - hf_out.logits).abs().max() == 0
-    convert_checkpoint.launch(ConvertCheckpointCfg("hf-to-pithtrain", str(tmp_path / "hf2"), str(tmp_path / "pt2")))
-    again = GptOssForCausalLM(cfg)
-    load_checkpoint(tmp_path / "pt2" / "step-00000000", again)
-    for (n, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
-        assert torch.equal(a, b), n
+    check_hf_round_trip(hf, tmp_path, cfg_from_hf, GptOssForCausalLM, vocab_size=96)

@@ -1,11 +1,9 @@
 """Qwen3-MoE: grouped experts vs the per-expert loop, the stage split vs reference_forward, aux losses,
 and parity with Hugging Face transformers on random weights."""
 
-import dataclasses
-import json
-
 import pytest
 import torch
+from hf_parity import check_hf_round_trip
 
 from pithtrain.models.qwen3_moe import (
     Qwen3MoeCfg,
@@ -15,8 +13,6 @@ from pithtrain.models.qwen3_moe import (
     load_balancing_loss,
 )
 from pithtrain.operators.token_permute import permute_tokens, unpermute_tokens
-from pithtrain.tasks import convert_checkpoint
-from pithtrain.tasks.convert_checkpoint import ConvertCheckpointCfg
 
 CFG = Qwen3MoeCfg(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=8, num_experts=6, num_experts_per_tok=3,
@@ -107,37 +103,7 @@ def test_hf_parity_import_export(tmp_path, tie):
     with torch.no_grad():  # HF zero-inits the router; random weights exercise the routing
         for layer in hf.model.layers:
             layer.mlp.gate.weight.normal_(0, 0.5)
-    hf.save_pretrained(tmp_path / "hf")
-
-    convert_checkpoint.launch(ConvertCheckpointCfg("hf-to-pithtrain", str(tmp_path / "hf"), str(tmp_path / "pt")))
-    meta = json.loads((tmp_path / "pt" / "step-00000000" / "meta.json").read_text())
-    cfg = cfg_from_hf(json.loads((tmp_path / "hf" / "config.json").read_text()))
-    assert meta["model"] == dataclasses.asdict(cfg)
-    model = Qwen3MoeForCausalLM(cfg).eval()
-    from pithtrain.modules.checkpoint import load_checkpoint
-
-    load_checkpoint(tmp_path / "pt" / "step-00000000", model)
-
-    ids = torch.randint(0, 96, (2, 12))
-    with torch.no_grad():
-        hf_out = hf(ids, labels=ids)
-        ours_logits = model(ids)
-        ours_loss = model(ids[:, :-1], ids[:, 1:]) / ids[:, 1:].numel()
-    assert (hf_out.logits - ours_logits).abs().max() < 1e-4
-    torch.testing.assert_close(ours_loss, hf_out.loss, rtol=1e-5, atol=1e-6)
-
-    # Export, then import again: the identity on every tensor; transformers loads the export.
-    convert_checkpoint.launch(
-        ConvertCheckpointCfg("pithtrain-to-hf", str(tmp_path / "pt"), str(tmp_path / "hf2"), dtype="float32")
-    )
-    hf2 = transformers.Qwen3MoeForCausalLM.from_pretrained(tmp_path / "hf2").eval()
-    with torch.no_grad():
-        assert (hf2(ids).logits - hf_out.logits).abs().max() == 0
-    convert_checkpoint.launch(ConvertCheckpointCfg("hf-to-pithtrain", str(tmp_path / "hf2"), str(tmp_path / "pt2")))
-    again = Qwen3MoeForCausalLM(cfg)
-    load_checkpoint(tmp_path / "pt2" / "step-00000000", again)
-    for (n, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
-        assert torch.equal(a, b), n
+    check_hf_round_trip(hf, tmp_path, cfg_from_hf, Qwen3MoeForCausalLM, vocab_size=96)
 
 
 def test_stages_compile_without_graph_breaks():
