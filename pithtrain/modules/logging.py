@@ -27,10 +27,14 @@ def peak_memory_gib(device: torch.device) -> float:
 
 
 class ProgressLogger:
-    """Times steps and writes one JSON line per step to `<run_dir>/metrics.jsonl`."""
+    """Times steps and writes one JSON line per step to `<run_dir>/metrics.jsonl`. `tokens` is the global batch's;
+    MFU is per device (the world's tokens/s over `num_devices`)."""
 
-    def __init__(self, cfg: LoggingCfg, run_dir: Path, flops_per_token: float, device: torch.device, max_steps: int):
-        self.cfg, self.device, self.max_steps = cfg, device, max_steps
+    def __init__(
+        self, cfg: LoggingCfg, run_dir: Path, flops_per_token: float, device: torch.device, max_steps: int,
+        num_devices: int = 1,
+    ):  # fmt: skip
+        self.cfg, self.device, self.max_steps, self.num_devices = cfg, device, max_steps, num_devices
         self.flops_per_token = flops_per_token
         self.metrics_file = open(run_dir / "metrics.jsonl", "a")
         self.last_time = time.perf_counter()
@@ -41,17 +45,19 @@ class ProgressLogger:
         dt, self.last_time = now - self.last_time, now
         self.step_times.append(dt)
         tokens_per_s = tokens / dt
+        per_device = tokens_per_s / self.num_devices
         record = {
             "step": step,
             "loss": loss,
             "lr": lr,
             "grad_norm": grad_norm,
             "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_device": per_device,
             "step_time_s": dt,
             "peak_mem_gib": peak_memory_gib(self.device),
         }
         if self.device.type == "cuda":  # MFU against a CPU peak would mean nothing
-            record["mfu"] = tokens_per_s * self.flops_per_token / (self.cfg.peak_tflops * 1e12)
+            record["mfu"] = per_device * self.flops_per_token / (self.cfg.peak_tflops * 1e12)
         self.metrics_file.write(json.dumps(record) + "\n")
         self.metrics_file.flush()
         if step % self.cfg.log_interval == 0 or step == self.max_steps:

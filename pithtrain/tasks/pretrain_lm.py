@@ -220,7 +220,7 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
         flops = family.flops_per_token(cfg.model, cfg.data.seq_len)
-        logger = ProgressLogger(cfg.logging, run_dir, flops, run.device, tc.max_steps)
+        logger = ProgressLogger(cfg.logging, run_dir, flops, run.device, tc.max_steps, d.world_size)
         n_params = sum(p.numel() for p in model.parameters())
         print(
             f"training {n_params:,} parameters (this rank) on {run.device} ({run.dtype}), world size "
