@@ -4,6 +4,7 @@ import dataclasses
 import typing
 
 import pytest
+from conftest import REPO
 
 from pithtrain.config import ConfigError, apply_overrides, load_dataclass
 from pithtrain.models.deepseek_v2 import DeepseekV2Cfg
@@ -122,3 +123,10 @@ def test_malformed_toml(tmp_path):
         load_pretrain_cfg(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         load_pretrain_cfg(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (REPO / "examples").glob("*.toml")))
+def test_every_example_config_loads(example):
+    cfg = load_pretrain_cfg(REPO / "examples" / example)
+    prefix = {"qwen3": "qwen3_moe", "deepseek": "deepseek_v2", "gpt": "gpt_oss"}[example.split("-")[0]]
+    assert cfg.model.family == prefix
