@@ -49,6 +49,28 @@ def test_a_failing_rank_ends_the_job(tmp_path):
     assert time.monotonic() - start < 60
 
 
+def test_multinode_script_on_one_node(tiny_config, tmp_path):
+    """examples/launch/multinode.sh with the c10d rendezvous, as far as one machine allows: one node of two."""
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "NNODES": "1", "NPROC": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "OMP_NUM_THREADS": "1", "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}  # fmt: skip
+    cmd = [
+        "bash",
+        "examples/launch/multinode.sh",
+        str(tiny_config(max_steps=1)),
+        "--set",
+        "distributed.expert_parallel_size=2",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "PP 1 DP 1 CP 1 EP 2" in out.stdout
+
+
 @pytest.mark.parametrize("script", ["examples/launch/slurm.sbatch", "examples/launch/multinode.sh"])
 def test_launch_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(REPO / script)]).returncode == 0
