@@ -102,8 +102,8 @@ def launch(cfg: ConvertCheckpointCfg) -> Path:
                 f"pithtrain converts: {', '.join(HF_FAMILIES)}."
             )
         family = model_family(family_name)
+        model_cfg = family.cfg_from_hf(hf_config)  # refuses what it cannot convert before any weight is read
         hf_state = read_hf_weights(source)
-        model_cfg = family.cfg_from_hf(hf_config)
         model = family.model_class(model_cfg)
         try:
             model.load_state_dict({k: v.float() for k, v in family.state_dict_from_hf(hf_state, model_cfg).items()})
