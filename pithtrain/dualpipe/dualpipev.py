@@ -5,12 +5,14 @@ The model is cut into 2 x PP chunks; rank r holds chunk r (phase 0, going down t
 rank hands phase 0's output straight to its own phase 1. Every micro-batch runs F0 then F1, B1 then B0.
 
 The schedule below is straight-line code in eight labelled phases whose counts derive from the rank; it
-pairs one micro-batch's forward with another's backward (F0+B1, F1+B0) so that, on GPU, one's compute
-can hide the other's communication. Weight-gradient deferral (zero bubble): some backward passes compute
-only the input gradient, to unblock the previous stage sooner, and queue the weight gradient for the
-`W` slots that would otherwise be bubbles. It runs as a second autograd pass restricted to the chunk's
-weights. FSDP reduces gradients from hooks that fire with the input gradient, so under FSDP the weight
-gradient is computed at once (`defer_weight_grads` is then False).
+pairs one micro-batch's forward with another's backward (F0+B1, F1+B0) and runs the two layer by layer,
+stage by stage (overlap.py), so that the dispatch/combine of one hides under the compute of the other.
+Every forward runs staged (its graph cut at stage boundaries), paired or not, so any backward can be too.
+Weight-gradient deferral (zero bubble): some backward passes compute only the input gradient, to unblock
+the previous stage sooner, and queue the weight gradient for the `W` slots that would otherwise be
+bubbles. It runs as a second autograd pass per stage, restricted to the chunk's weights. FSDP reduces
+gradients from hooks that fire with the input gradient, so under FSDP the weight gradient is computed at
+once (`defer_weight_grads` is then False).
 
 Pipeline messages travel on one process group per (neighbour pair, channel) (contexts/distributed.py),
 so each channel is a FIFO in micro-batch order and no channel can block another.
@@ -23,6 +25,15 @@ import torch
 import torch.distributed as dist
 
 from pithtrain.contexts import distributed
+from pithtrain.dualpipe.overlap import (
+    Segment,
+    backward_input_grads,
+    drain,
+    make_streams,
+    overlap,
+    staged_backward,
+    staged_forward,
+)
 
 
 def pipeline_layer_split(num_layers: int, pp_size: int) -> list[list[int]]:
@@ -47,7 +58,7 @@ class Chunk:
 @dataclass
 class _Saved:
     inputs: torch.Tensor | None  # leaf whose .grad goes upstream (None for the embedding chunk)
-    output: torch.Tensor
+    segments: list[Segment]  # the chunk's forward, cut into stages (overlap.py)
 
 
 @dataclass
@@ -64,6 +75,7 @@ class DualPipeV:
         self.defer_weight_grads = defer_weight_grads
         self.rank, self.size = distributed.pp_rank, distributed.pp_size
         self.chunk_params = [self._params(c) for c in chunks]
+        self.streams = make_streams(device)
 
     def _params(self, chunk: Chunk) -> list[torch.nn.Parameter]:
         m = self.model
@@ -84,32 +96,46 @@ class DualPipeV:
             (dist.isend(tensor, self._peer(pair), group=distributed.pp_channels[(channel, pair)]), tensor)
         )
 
-    def _recv(self, channel: str, pair: int) -> torch.Tensor:
+    def _irecv(self, channel: str, pair: int):
         buf = torch.empty(self.boundary_shape, dtype=torch.float32, device=self.device)
-        dist.irecv(buf, self._peer(pair), group=distributed.pp_channels[(channel, pair)]).wait()
-        return buf
+        return buf, dist.irecv(buf, self._peer(pair), group=distributed.pp_channels[(channel, pair)])
 
-    # ---- the three operations ----
-    def _forward(self, phase: int) -> None:
+    # ---- inputs: posted first, so that a paired F and B wait on both receives together (no ordering) ----
+    def _forward_input(self, phase: int):
+        """(activation, receive or None) for the next forward of `phase`; (None, None) on the embedding chunk."""
+        r, mb = self.rank, self.phases[phase].forwards
+        if phase == 0:
+            return (None, None) if r == 0 else self._irecv("fwd0", r - 1)
+        return (self.handoff_fwd.pop(mb), None) if r == self.size - 1 else self._irecv("fwd1", r)
+
+    def _backward_input(self, phase: int):
+        """(output gradient, receive or None) for the next backward of `phase`; (None, None) for the loss."""
+        r, mb = self.rank, self.phases[phase].backwards
+        if phase == 1:
+            return (None, None) if r == 0 else self._irecv("bwd1", r - 1)
+        return (self.handoff_bwd.pop(mb), None) if r == self.size - 1 else self._irecv("bwd0", r)
+
+    @staticmethod
+    def _wait(received):
+        tensor, work = received
+        if work is not None:
+            work.wait()
+        return tensor
+
+    # ---- the three operations; F and B are generators of stages (overlap.py), run alone or paired ----
+    def _forward(self, phase: int, x: torch.Tensor | None):
         state, chunk, r = self.phases[phase], self.chunks[phase], self.rank
         mb = state.forwards
         state.forwards += 1
-        if phase == 0:
-            x = None if r == 0 else self._recv("fwd0", r - 1)
-        else:
-            x = self.handoff_fwd.pop(mb) if r == self.size - 1 else self._recv("fwd1", r)
         if x is not None:
             x.requires_grad_()
-        ids, pos = self.input_ids[mb], self.position_ids[mb]
-        h = self.model.model.embed_tokens(ids) if chunk.has_embed else x
-        cos, sin = self.model.rope(ids, pos)
-        with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype != torch.float32):
-            for i in chunk.layer_ids:
-                h = self.model.model.layers[str(i)](h, cos, sin, self.aux_loss_scale)
-            if chunk.has_head:
-                h = self.model.loss_sum(h, self.labels[mb]) / self.num_tokens
-                self.loss_sum += h.detach() * self.num_tokens
-        state.saved[mb] = _Saved(x, h)
+        h, segments = yield from staged_forward(
+            self.model, chunk, x, self.input_ids[mb], self.position_ids[mb], self.labels[mb],
+            self.aux_loss_scale, self.num_tokens, self.dtype, self.streams,
+        )  # fmt: skip
+        if chunk.has_head:
+            self.loss_sum += h.detach() * self.num_tokens
+        state.saved[mb] = _Saved(x, segments)
         if phase == 0 and r < self.size - 1:
             self._send("fwd0", r, h)
         elif phase == 0:
@@ -117,24 +143,18 @@ class DualPipeV:
         elif r > 0:
             self._send("fwd1", r - 1, h)
 
-    def _backward(self, phase: int, defer: bool) -> None:
+    def _backward(self, phase: int, grad: torch.Tensor | None, defer: bool):
         state, r = self.phases[phase], self.rank
         mb = state.backwards
         state.backwards += 1
         saved = state.saved.pop(mb)
-        if phase == 1:
-            grad = None if r == 0 else self._recv("bwd1", r - 1)
-        else:
-            grad = self.handoff_bwd.pop(mb) if r == self.size - 1 else self._recv("bwd0", r)
         defer = defer and self.defer_weight_grads
         if defer and saved.inputs is not None:
-            torch.autograd.backward(saved.output, grad, inputs=[saved.inputs], retain_graph=True)
-            params = self.chunk_params[phase]
-            self.weight_queue.append(lambda: torch.autograd.backward(saved.output, grad, inputs=params))
+            self.weight_queue.append(backward_input_grads(saved.segments, grad, self.chunk_params[phase]))
         elif defer:  # the embedding chunk sends nothing upstream: its whole backward can wait
-            self.weight_queue.append(lambda: torch.autograd.backward(saved.output, grad))
+            self.weight_queue.append(lambda: drain(staged_backward(saved.segments, grad)))
         else:
-            torch.autograd.backward(saved.output, grad)
+            yield from staged_backward(saved.segments, grad, self.streams)
         if saved.inputs is None:
             return
         if phase == 1 and r < self.size - 1:
@@ -161,7 +181,18 @@ class DualPipeV:
         self.handoff_fwd, self.handoff_bwd = {}, {}
         self.weight_queue, self.pending_sends = deque(), []
         self.loss_sum = torch.zeros((), device=self.device)
-        F, B, W = self._forward, self._backward, self._weight
+        W = self._weight
+
+        def F(phase):  # a forward alone
+            drain(self._forward(phase, self._wait(self._forward_input(phase))))
+
+        def B(phase, defer):  # a backward alone
+            drain(self._backward(phase, self._wait(self._backward_input(phase)), defer))
+
+        def FB(f_phase, b_phase):  # a forward and a backward, stage by stage (overlap.py)
+            f_in, b_in = self._forward_input(f_phase), self._backward_input(b_phase)
+            x, grad = self._wait(f_in), self._wait(b_in)
+            overlap(self._forward(f_phase, x), self._backward(b_phase, grad, defer=False), self.streams)
 
         # 1. Warm-up: phase-0 forwards fill the pipe below this rank.
         for _ in range(2 * (P - r - 1)):
@@ -177,15 +208,12 @@ class DualPipeV:
             F(1)
         # 4. Steady state: one micro-batch's forward paired with another's backward, both phases.
         for _ in range(N - 2 * P + r + 1):
-            F(0)
-            B(1, defer=False)
-            F(1)
-            B(0, defer=False)
+            FB(0, 1)
+            FB(1, 0)
         # 5. Phase 0 has no forwards left.
         for _ in range(P - r - 1):
             B(1, defer=False)
-            F(1)
-            B(0, defer=False)
+            FB(1, 0)
         # 6. Only backwards remain; the last r + 1 of them defer their weight gradients.
         for i in range(2 * (r + 1)):
             B(1 - i % 2, defer=i >= r + 1)

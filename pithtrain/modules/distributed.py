@@ -94,7 +94,7 @@ def apply_fsdp(model: torch.nn.Module, layers, device: torch.device) -> None:
 
     `layers` are the decoder layers this rank holds. Gradients are sums because the loss is already
     normalised by the global token count, so every rank's contribution must simply add up."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 
     d = distributed
     if d.dp_size * d.cp_size * d.ep_size == 1:
@@ -103,9 +103,21 @@ def apply_fsdp(model: torch.nn.Module, layers, device: torch.device) -> None:
     kwargs = {"mp_policy": mp} if mp is not None else {}
     wrapped = []
     for layer in layers:
+        # The pipeline runs a layer stage by stage (dualpipe/overlap.py), never through the layer's own forward,
+        # so each unit is a submodule called inside one stage (attention and norms in stage 1, the router through
+        # `route` in stage 1, experts in stage 3): its hooks gather and reduce within that stage's forward/backward.
+        assert not list(layer.parameters(recurse=False)), "a layer's weights must live in its submodules"
+        for name, child in layer.named_children():
+            if name != "mlp":
+                wrapped.append(fully_shard(child, mesh=d.dense_fsdp_mesh, **kwargs))
         if getattr(layer, "is_moe", False):
             wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
-        wrapped.append(fully_shard(layer, mesh=d.dense_fsdp_mesh, **kwargs))
+            if hasattr(layer.mlp, "shared_experts"):  # DeepSeek: called as a module in stage 1
+                wrapped.append(fully_shard(layer.mlp.shared_experts, mesh=d.dense_fsdp_mesh, **kwargs))
+            wrapped.append(fully_shard(layer.mlp, mesh=d.dense_fsdp_mesh, **kwargs))  # the router's weights
+            register_fsdp_forward_method(layer.mlp, "route")
+        else:
+            wrapped.append(fully_shard(layer.mlp, mesh=d.dense_fsdp_mesh, **kwargs))
     if d.pp_size == 1:
         wrapped.append(fully_shard(model, mesh=d.dense_fsdp_mesh, **kwargs))
     else:  # the pipeline calls these directly, so they are units of their own (a root's hook would never fire)

@@ -157,11 +157,13 @@ def setup(cfg: PretrainLMCfg) -> Run:
     torch.manual_seed(tc.seed)
     model, chunks = make_model(cfg, family, device)
     apply_fsdp(model, list(model.model.layers.values()), device)
+    fsdp = d.dp_size * d.cp_size * d.ep_size > 1
     if tc.compile:
-        compile_layers(model, fullgraph=True)
+        # FSDP units sit inside stage 1 (attention, norms, router: apply_fsdp) and their hooks are
+        # dynamo-disabled: under FSDP the stage compiles as the pieces between them, not as one graph.
+        compile_layers(model, fullgraph=not fsdp)
     pipeline = None
     if d.pp_size > 1:
-        fsdp = d.dp_size * d.cp_size * d.ep_size > 1
         shape = (tc.micro_batch_size, cfg.data.seq_len // d.cp_size, cfg.model.hidden_size)
         pipeline = DualPipeV(model, chunks, shape, device, defer_weight_grads=not fsdp)
     optimizer = make_optimizer(model, tc)
