@@ -102,7 +102,11 @@ def apply_fsdp(model: torch.nn.Module, layers, device: torch.device) -> None:
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if device.type == "cuda" else None
     kwargs = {"mp_policy": mp} if mp is not None else {}
     wrapped = []
-    for layer in layers:
+    for layer in layers if d.pp_size == 1 else []:  # without a pipeline each layer runs whole: one unit per layer
+        if getattr(layer, "is_moe", False):
+            wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
+        wrapped.append(fully_shard(layer, mesh=d.dense_fsdp_mesh, **kwargs))
+    for layer in layers if d.pp_size > 1 else []:
         # The pipeline runs a layer stage by stage (dualpipe/overlap.py), never through the layer's own forward,
         # so each unit is a submodule called inside one stage (attention and norms in stage 1, the router through
         # `route` in stage 1, experts in stage 3): its hooks gather and reduce within that stage's forward/backward.

@@ -159,9 +159,9 @@ def setup(cfg: PretrainLMCfg) -> Run:
     apply_fsdp(model, list(model.model.layers.values()), device)
     fsdp = d.dp_size * d.cp_size * d.ep_size > 1
     if tc.compile:
-        # FSDP units sit inside stage 1 (attention, norms, router: apply_fsdp) and their hooks are
-        # dynamo-disabled: under FSDP the stage compiles as the pieces between them, not as one graph.
-        compile_layers(model, fullgraph=not fsdp)
+        # Under the pipeline with FSDP, FSDP units sit inside stage 1 (attention, norms, router: apply_fsdp) and
+        # their hooks are dynamo-disabled, so the stage compiles as the pieces between them, not as one graph.
+        compile_layers(model, fullgraph=not (fsdp and d.pp_size > 1))
     pipeline = None
     if d.pp_size > 1:
         shape = (tc.micro_batch_size, cfg.data.seq_len // d.cp_size, cfg.model.hidden_size)
