@@ -102,26 +102,28 @@ def apply_fsdp(model: torch.nn.Module, layers, device: torch.device) -> None:
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if device.type == "cuda" else None
     kwargs = {"mp_policy": mp} if mp is not None else {}
     wrapped = []
-    for layer in layers if d.pp_size == 1 else []:  # without a pipeline each layer runs whole: one unit per layer
-        if getattr(layer, "is_moe", False):
-            wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
-        wrapped.append(fully_shard(layer, mesh=d.dense_fsdp_mesh, **kwargs))
-    for layer in layers if d.pp_size > 1 else []:
-        # The pipeline runs a layer stage by stage (dualpipe/overlap.py), never through the layer's own forward,
-        # so each unit is a submodule called inside one stage (attention and norms in stage 1, the router through
-        # `route` in stage 1, experts in stage 3): its hooks gather and reduce within that stage's forward/backward.
-        assert not list(layer.parameters(recurse=False)), "a layer's weights must live in its submodules"
-        for name, child in layer.named_children():
-            if name != "mlp":
-                wrapped.append(fully_shard(child, mesh=d.dense_fsdp_mesh, **kwargs))
-        if getattr(layer, "is_moe", False):
-            wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
-            if hasattr(layer.mlp, "shared_experts"):  # DeepSeek: called as a module in stage 1
-                wrapped.append(fully_shard(layer.mlp.shared_experts, mesh=d.dense_fsdp_mesh, **kwargs))
-            wrapped.append(fully_shard(layer.mlp, mesh=d.dense_fsdp_mesh, **kwargs))  # the router's weights
-            register_fsdp_forward_method(layer.mlp, "route")
-        else:
-            wrapped.append(fully_shard(layer.mlp, mesh=d.dense_fsdp_mesh, **kwargs))
+    if d.pp_size == 1:  # without a pipeline each layer runs whole: one unit per layer (experts nested)
+        for layer in layers:
+            if getattr(layer, "is_moe", False):
+                wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
+            wrapped.append(fully_shard(layer, mesh=d.dense_fsdp_mesh, **kwargs))
+    else:
+        for layer in layers:
+            # The pipeline runs a layer stage by stage (dualpipe/overlap.py), never through the layer's own forward,
+            # so each unit is a submodule called inside one stage (attention and norms in stage 1, the router through
+            # `route` in stage 1, experts in stage 3): its hooks gather and reduce within that stage's forward/backward.
+            assert not list(layer.parameters(recurse=False)), "a layer's weights must live in its submodules"
+            for name, child in layer.named_children():
+                if name != "mlp":
+                    wrapped.append(fully_shard(child, mesh=d.dense_fsdp_mesh, **kwargs))
+            if getattr(layer, "is_moe", False):
+                wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
+                if hasattr(layer.mlp, "shared_experts"):  # DeepSeek: called as a module in stage 1
+                    wrapped.append(fully_shard(layer.mlp.shared_experts, mesh=d.dense_fsdp_mesh, **kwargs))
+                wrapped.append(fully_shard(layer.mlp, mesh=d.dense_fsdp_mesh, **kwargs))  # the router's weights
+                register_fsdp_forward_method(layer.mlp, "route")
+            else:
+                wrapped.append(fully_shard(layer.mlp, mesh=d.dense_fsdp_mesh, **kwargs))
     if d.pp_size == 1:
         wrapped.append(fully_shard(model, mesh=d.dense_fsdp_mesh, **kwargs))
     else:  # the pipeline calls these directly, so they are units of their own (a root's hook would never fire)
