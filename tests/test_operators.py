@@ -9,38 +9,24 @@ TRITON_INTERPRET=1 therefore runs the "cpu" cases in a child pytest that did
 assert on it, so a path that silently took the reference fails.
 """
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-import torch.nn.functional as F
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import KernelInterface
+from triton_child import INTERPRETED, parametrize_device, run_under_interpreter
 
 from pithtrain.operators import backend, cross_entropy, fp8, swiglu, token_permute
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICES = ["cpu"] if INTERPRETED else ["cuda"] if torch.cuda.is_available() else []
-IN_CHILD = "kernels run in the TRITON_INTERPRET=1 child process (test_cpu_cases_under_interpreter)"
-
 
 def pytest_generate_tests(metafunc):
-    if "device" in metafunc.fixturenames:
-        skipped = pytest.param("cpu", marks=pytest.mark.skip(reason=IN_CHILD))
-        metafunc.parametrize("device", DEVICES or [skipped])
+    parametrize_device(metafunc)
 
 
 @pytest.mark.skipif(INTERPRETED, reason="this is the interpreter child")
 def test_cpu_cases_under_interpreter():
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__]
-    out = subprocess.run(cmd, env=env, cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and " passed" in out.stdout, out.stdout[-6000:] + out.stderr[-3000:]
+    run_under_interpreter(__file__)
 
 
 class _Recorder:
@@ -60,7 +46,7 @@ class _Recorder:
 @pytest.fixture
 def launched(monkeypatch, device):
     names = []
-    for module in (token_permute, swiglu, fp8):
+    for module in (token_permute, swiglu, fp8, cross_entropy):
         for name, kernel in list(vars(module).items()):
             if name.endswith("_kernel") and isinstance(kernel, KernelInterface):
                 assert device == "cuda" or type(kernel).__name__ == "InterpretedFunction", f"{name} is compiled"
@@ -90,6 +76,7 @@ def test_fast_paths_take_triton(device, launched, monkeypatch):
         (swiglu, "swiglu_reference"),
         (fp8, "quantize_1x128_reference"),
         (fp8, "quantize_128x128_reference"),
+        (cross_entropy, "ce_rows_reference"),
     ]:
         monkeypatch.setattr(module, reference, lambda *a, name=reference: pytest.fail(f"{name} ran, not Triton"))
     x_TD, ids_TK = torch.randn(3, 4, device=device), torch.tensor([[0, 1], [1, 2], [0, 2]], device=device)
@@ -98,12 +85,14 @@ def test_fast_paths_take_triton(device, launched, monkeypatch):
     swiglu.swiglu(torch.randn(2, 6, device=device))
     fp8.quantize_1x128(x_TD)
     fp8.quantize_128x128(x_TD)
+    cross_entropy.ce_rows(x_TD, torch.tensor([0, -100, 3], device=device))
     assert launched == [
         "_permute_kernel",
         "_combine_kernel",
         "_swiglu_fwd_kernel",
         "_quantize_1x128_kernel",
         "_quantize_128x128_kernel",
+        "_ce_rows_kernel",
     ]
 
 
@@ -152,6 +141,33 @@ def test_combine_tokens_triton(device, launched, T, K, E, D):
     torch.testing.assert_close(y.grad.double(), y_ref.grad, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(w.grad.double(), w_ref.grad, rtol=1e-5, atol=1e-5)
     assert launched == ["_combine_kernel", "_permute_kernel"]
+
+
+def test_gather_tokens_with_skipped_slots(device, launched):
+    """The expert-parallel gathers: order names some (token, k) slots, not all (token 1 sends nothing, token 3
+    one copy), and not in slot order; the backward sums each token's rows like index_select's would."""
+    T, K, D = 4, 3, 5
+    order_N = torch.tensor([11, 0, 2, 6, 7, 1], device=device)
+    x_TD = torch.randn(T, D, device=device)
+    x, x_ref = leaf(x_TD), leaf(x_TD, torch.float64)
+    x_ND = token_permute.gather_tokens_fast(x, order_N, K)
+    x_ND_ref = x_ref.index_select(0, order_N // K)
+    assert torch.equal(x_ND.double(), x_ND_ref)
+    grad_ND = torch.randn_like(x_ND)
+    x_ND.backward(grad_ND)
+    x_ND_ref.backward(grad_ND.double())
+    torch.testing.assert_close(x.grad.double(), x_ref.grad, rtol=1e-6, atol=1e-6)
+    assert not x.grad[1].any() and launched == ["_permute_kernel", "_combine_kernel"]
+
+
+def test_permute_rows_backward_is_the_inverse_gather():
+    index = torch.randperm(7)
+    x = leaf(torch.randn(7, 3))
+    y = token_permute.permute_rows(x, index, token_permute.inverse_order(index))
+    grad = torch.randn(7, 3)
+    y.backward(grad)
+    assert torch.equal(y, x.detach()[index])
+    assert torch.equal(x.grad[index], grad)
 
 
 def test_permute_and_combine_bf16(device, launched):
@@ -206,7 +222,24 @@ def test_swiglu_bf16(device, launched):
     torch.testing.assert_close(g.grad.double(), g_ref.grad, rtol=1e-2, atol=1e-2)
 
 
-# ---- chunked linear + cross-entropy (plain PyTorch: no device parameter, no interpreter) ----
+# ---- chunked linear + cross-entropy: the row kernel, then the whole op (PyTorch rows on CPU) ----
+
+
+@pytest.mark.parametrize("C,V,dtype", [(1, 1, torch.float32), (5, 7, torch.float32), (4, 5000, torch.bfloat16)])
+def test_ce_rows_kernel_matches_reference(C, V, dtype, device, launched):
+    """V = 5000 spans two 4096-wide blocks, the second partial; every third token is ignored."""
+    logits_CV = (torch.randn(C, V) * 4).to(dtype)
+    labels_C = torch.randint(0, V, (C,))
+    labels_C[::3] = cross_entropy.IGNORE_INDEX
+    ref_CV = logits_CV.clone()
+    loss_ref = cross_entropy.ce_rows_reference(ref_CV, labels_C)
+    got_CV, labels_dev = logits_CV.to(device), labels_C.to(device)
+    loss = cross_entropy.ce_rows(got_CV, labels_dev)
+    assert launched == ["_ce_rows_kernel"]
+    torch.testing.assert_close(loss.cpu(), loss_ref, rtol=1e-5, atol=1e-5)
+    tol = 1e-6 if dtype == torch.float32 else 8e-3  # bf16: one rounding of the stored gradient apart at most
+    torch.testing.assert_close(got_CV.cpu().float(), ref_CV.float(), rtol=tol, atol=tol)
+    assert not got_CV[::3].any(), "ignored tokens must get a zero gradient"
 
 
 @pytest.mark.parametrize("T,V,chunk", [(1, 5, 4), (10, 7, 4), (9, 3, 9), (6, 11, 100)])
@@ -215,12 +248,12 @@ def test_linear_cross_entropy_matches_reference(T, V, chunk, monkeypatch):
     labels_T = torch.randint(0, V, (T,))
     labels_T[::3] = cross_entropy.IGNORE_INDEX
     rows = []
-    linear = F.linear
-    monkeypatch.setattr(cross_entropy.F, "linear", lambda a, b: rows.append(a.shape[0]) or linear(a, b))
+    ce_rows = cross_entropy.ce_rows
+    monkeypatch.setattr(cross_entropy, "ce_rows", lambda x, lab: rows.append(x.shape[0]) or ce_rows(x, lab))
     h, W = leaf(h_TD), leaf(W_VD)
     loss = cross_entropy.linear_cross_entropy(h, W, labels_T, chunk_size=chunk)
     (2.0 * loss).backward()
-    assert max(rows) <= chunk, "logits for more than one chunk of tokens at once"
+    assert max(rows) <= chunk and sum(rows) == T, "logits for more than one chunk of tokens at once"
     h_ref, W_ref = leaf(h_TD), leaf(W_VD)
     loss_ref = cross_entropy.linear_cross_entropy_reference(h_ref, W_ref, labels_T)
     (2.0 * loss_ref).backward()
@@ -228,6 +261,23 @@ def test_linear_cross_entropy_matches_reference(T, V, chunk, monkeypatch):
     # Both take the log-softmax in fp32 (the reference's `.float()`), so gradients agree to fp32 precision.
     torch.testing.assert_close(h.grad, h_ref.grad, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(W.grad, W_ref.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_cross_entropy_fp32_weight_bf16_tokens():
+    """fp32 master weights with bf16 activations (one GPU under autocast): the weight's gradient comes back
+    in fp32, summed in fp32 over chunks, within bf16 precision of the fp64 reference."""
+    h_TD, W_VD = torch.randn(12, 16), torch.randn(9, 16) * 0.5
+    labels_T = torch.randint(0, 9, (12,))
+    h, W = leaf(h_TD, torch.bfloat16), leaf(W_VD)
+    loss = cross_entropy.linear_cross_entropy(h, W, labels_T, chunk_size=5)
+    (loss / 12).backward()
+    assert W.grad.dtype == torch.float32 and h.grad.dtype == torch.bfloat16
+    h_ref, W_ref = leaf(h_TD, torch.float64), leaf(W_VD, torch.float64)
+    loss_ref = cross_entropy.linear_cross_entropy_reference(h_ref, W_ref, labels_T)
+    (loss_ref / 12).backward()
+    torch.testing.assert_close(loss, loss_ref.float(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(W.grad.double(), W_ref.grad, rtol=3e-2, atol=3e-2)
+    torch.testing.assert_close(h.grad.double(), h_ref.grad, rtol=3e-2, atol=3e-2)
 
 
 def test_linear_cross_entropy_all_ignored_and_bf16():

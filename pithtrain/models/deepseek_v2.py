@@ -33,6 +33,8 @@ from pithtrain.config import ConfigError, NonNegative, Positive, Range
 from pithtrain.contexts import distributed
 from pithtrain.modules.expert_parallel import combine, dispatch
 from pithtrain.modules.ring_attention import ring_attention
+from pithtrain.operators.cross_entropy import linear_cross_entropy
+from pithtrain.operators.swiglu import swiglu
 
 
 @dataclass
@@ -256,9 +258,9 @@ class DeepseekV2Experts(nn.Module):
     def forward(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
         """x_ND holds the routed copies sorted by expert; tokens_per_expert_E gives each expert's slice."""
         offsets_E = torch.cumsum(tokens_per_expert_E, 0).to(torch.int32)
+        x_ND = x_ND.to(autocast_dtype(x_ND))  # autocast does not cover grouped matmuls
         gate_up_N2I = torch._grouped_mm(x_ND, self.gate_up_proj.to(x_ND.dtype).transpose(-2, -1), offs=offsets_E)
-        gate_NI, up_NI = gate_up_N2I.chunk(2, dim=-1)
-        h_NI = F.silu(gate_NI) * up_NI
+        h_NI = swiglu(gate_up_N2I)  # silu(gate) * up, one fused kernel on GPU
         return torch._grouped_mm(h_NI, self.down_proj.to(h_NI.dtype).transpose(-2, -1), offs=offsets_E)
 
     def reference_forward(self, x_TD: torch.Tensor, topk_ids_TK: torch.Tensor) -> torch.Tensor:
@@ -413,6 +415,24 @@ class DeepseekV2DenseDecoderLayer(nn.Module):
         return self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)[0]
 
 
+def autocast_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype matmuls run in here: autocast's when it is on (ops it does not cover are cast by hand)."""
+    on = torch.is_autocast_enabled(x.device.type)
+    return torch.get_autocast_dtype(x.device.type) if on else x.dtype
+
+
+class DeepseekV2LMHead(nn.Linear):
+    """The output head. With labels it returns the summed token cross-entropy, computed a chunk of tokens at
+    a time (operators/cross_entropy.py); going through this module's forward lets FSDP gather its weight."""
+
+    def forward(self, n_TD: torch.Tensor, labels_T: torch.Tensor | None = None) -> torch.Tensor:
+        if labels_T is None:
+            return F.linear(n_TD, self.weight)
+        dtype = autocast_dtype(n_TD)
+        with torch.autocast(n_TD.device.type, enabled=False):  # the weight is cast inside, its gradient summed in fp32
+            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T)
+
+
 class DeepseekV2Model(nn.Module):
     def __init__(self, cfg: DeepseekV2Cfg):
         super().__init__()
@@ -434,7 +454,7 @@ class DeepseekV2ForCausalLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.model = DeepseekV2Model(cfg)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = DeepseekV2LMHead(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         if not any(p.is_meta for p in self.parameters()):
@@ -471,9 +491,9 @@ class DeepseekV2ForCausalLM(nn.Module):
 
     def loss_sum(self, h_BSD: torch.Tensor, labels_BS: torch.Tensor) -> torch.Tensor:
         """Sum (not mean) of token cross-entropies, label -100 ignored: the trainer divides by the global
-        batch's token count, so every token weighs the same whatever micro-batch it falls in."""
-        logits_TV = self.logits(h_BSD).float().view(-1, self.cfg.vocab_size)
-        return F.cross_entropy(logits_TV, labels_BS.reshape(-1), ignore_index=-100, reduction="sum")
+        batch's token count, so every token weighs the same whatever micro-batch it falls in. The head and
+        the loss run a chunk of tokens at a time, never holding fp32 logits for the whole batch."""
+        return self.lm_head(self.model.norm(h_BSD).reshape(-1, self.cfg.hidden_size), labels_BS.reshape(-1))
 
     def forward(self, input_ids_BS, labels_BS=None, aux_loss_scale=0.0, reference=False, position_ids_BS=None):
         """Logits (B, S, V) without labels; the summed cross-entropy with labels."""

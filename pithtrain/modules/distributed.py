@@ -144,14 +144,16 @@ def clip_grad_norm(parameters, max_norm: float, hsdp: bool) -> torch.Tensor:
     local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
     device = local[0].device if local else torch.device("cpu")
     sq = torch.zeros((), device=device, dtype=torch.float32)
-    for g in local:
-        sq += g.float().pow(2).sum()
+    # foreach kernels: one read of every gradient for the norm, one read-write for the scaling, few launches.
+    for dtype in sorted({g.dtype for g in local}, key=str):
+        norms = torch._foreach_norm([g for g in local if g.dtype == dtype], 2, dtype=torch.float32)
+        sq += torch.stack(norms).pow(2).sum()
     if distributed.world_size > 1:
         dist.all_reduce(sq)
         if hsdp:
             sq /= distributed.dp_size
     norm = sq.sqrt()
     coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
-    for g in local:
-        g.mul_(coef.to(g.dtype))
+    if local:
+        torch._foreach_mul_(local, coef)
     return norm

@@ -13,7 +13,14 @@ import torch
 import torch.distributed as dist
 
 from pithtrain.contexts import distributed
-from pithtrain.operators.token_permute import Permutation, permute_tokens_fast, unpermute_tokens
+from pithtrain.operators.token_permute import (
+    Permutation,
+    gather_tokens_fast,
+    inverse_order,
+    permute_rows,
+    permute_tokens_fast,
+    unpermute_tokens,
+)
 
 
 class AllToAll(torch.autograd.Function):
@@ -62,7 +69,8 @@ def build_dispatch_plan(topk_ids_TK: torch.Tensor, experts_per_rank: int, ep_siz
     rows_to_rank = wants_TR.sum(0)
     pairs_to_rank = torch.bincount(dest_TK.reshape(-1), minlength=ep_size)
     pair_order = torch.argsort(dest_TK.reshape(-1), stable=True)  # (rank, token, k): the order pairs return in
-    return token_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order
+    slot_S = token_S * ep_size + rank_S  # row S is slot (token, rank) of a T x R table
+    return slot_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order
 
 
 def dispatch(n_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_experts: int):
@@ -71,19 +79,19 @@ def dispatch(n_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_experts: int):
         x_ND, perm = permute_tokens_fast(n_TD, topk_ids_TK, num_experts)
         return x_ND, perm.tokens_per_expert_E, perm
     R, E_l = distributed.ep_size, num_experts // distributed.ep_size
-    token_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order = build_dispatch_plan(topk_ids_TK, E_l, R)
+    slot_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order = build_dispatch_plan(topk_ids_TK, E_l, R)
     counts_out = torch.stack([rows_to_rank, pairs_to_rank], 1)
     counts_in = torch.empty_like(counts_out)
     dist.all_to_all_single(counts_in, counts_out, group=distributed.ep_group)
     rows_in, rows_out = counts_in[:, 0].tolist(), rows_to_rank.tolist()
-    x_RD = exchange(n_TD.index_select(0, token_S), rows_in, rows_out)
+    x_RD = exchange(gather_tokens_fast(n_TD, slot_S, R), rows_in, rows_out)
     local_ids_RK = local_ids_SK.new_empty((sum(rows_in), local_ids_SK.shape[1]))
     dist.all_to_all_single(local_ids_RK, local_ids_SK, rows_in, rows_out, group=distributed.ep_group)
     # Fan out on arrival: one routed copy per (row, k) that names a local expert, then sort by expert.
     row_N, k_N = (local_ids_RK >= 0).nonzero(as_tuple=True)
     expert_N = local_ids_RK[row_N, k_N]
     sort_N = torch.argsort(expert_N, stable=True)
-    x_ND = x_RD.index_select(0, row_N[sort_N])
+    x_ND = gather_tokens_fast(x_RD, (row_N * local_ids_RK.shape[1] + k_N)[sort_N], local_ids_RK.shape[1])
     plan = DispatchPlan(
         num_tokens=n_TD.shape[0],
         top_k=topk_ids_TK.shape[1],
@@ -99,9 +107,8 @@ def combine(y_ND: torch.Tensor, plan) -> torch.Tensor:
     """Stage 4. Expert outputs back to their tokens: y_TKD, each token's output from each of its experts."""
     if isinstance(plan, Permutation):
         return unpermute_tokens(y_ND, plan)
-    unsort_N = torch.empty_like(plan.sort_N)
-    unsort_N[plan.sort_N] = torch.arange(plan.sort_N.numel(), device=plan.sort_N.device)
-    y_pairs = exchange(y_ND.index_select(0, unsort_N), plan.pairs_to_rank, plan.pairs_from_rank)
-    back = torch.empty_like(plan.pair_order)
-    back[plan.pair_order] = torch.arange(plan.pair_order.numel(), device=back.device)
-    return y_pairs.index_select(0, back).view(plan.num_tokens, plan.top_k, -1)
+    y_pairs = exchange(
+        permute_rows(y_ND, inverse_order(plan.sort_N), plan.sort_N), plan.pairs_to_rank, plan.pairs_from_rank
+    )
+    y_ND = permute_rows(y_pairs, inverse_order(plan.pair_order), plan.pair_order)
+    return y_ND.view(plan.num_tokens, plan.top_k, -1)

@@ -1,20 +1,32 @@
-"""Output head + cross-entropy, summed over tokens, in chunks of tokens.
+"""Output head + cross-entropy, summed over tokens, a chunk of tokens at a time, gradients formed in the forward.
 
 Shapes: T tokens, D hidden, V vocab, C tokens per chunk.
 
 Eager `F.cross_entropy(F.linear(h, W).float(), labels, reduction="sum")` materialises the logits for
 every token at once: [T, V] in the input dtype, an fp32 copy, and softmax's fp32 output kept for
-backward; for Qwen3 (V = 151,936) and T = 16K tokens that is about 10 GB per fp32 copy. Here the head
-and the fp32 log-softmax run on C tokens at a time, and only h, W, the labels and one fp32 log-sum-exp
-per token are kept; the backward recomputes each chunk's logits (one more head matmul) to form
-grad h and grad W, so peak memory holds a few [C, V] chunks instead of [T, V]. Logits are computed in
-the input dtype and promoted to fp32, exactly as the reference, so the loss matches it to summation
-order. Plain PyTorch: the matmuls dominate and cuBLAS runs them; a Triton kernel could fuse the
-softmax passes over a chunk, but chunking is what removes the memory.
+backward; for Qwen3 (V = 151,936) and T = 16K tokens that is about 10 GB per fp32 copy, and about ten
+passes over [T, V] in fp32 (cast, max, exp, sum, log, then in backward exp, subtract, scale, cast).
+
+Here the loss is the last thing the model computes, so its gradient with respect to the logits,
+softmax - onehot(label), is known in the forward, up to the scalar that backward brings. Each chunk of C
+tokens does: logits_CV = h_CD W^T (one matmul); one row kernel that reads the logits twice (max and
+sum of exp, then softmax - onehot) and overwrites them with their gradient; grad h_CD = grad_CV W and
+grad W += grad_CV^T h_CD (accumulated in fp32 inside the matmul). Backward only scales the stored
+grad h and grad W. Three head matmuls per token instead of four (no recomputation), no fp32 [C, V]
+copies, and only grad h, grad W and one fp32 loss per token held between forward and backward.
+W may be fp32 master weights: it is cast to h's dtype for the matmuls and its gradient comes back in
+W's dtype, summed in fp32 (no bf16 rounding of the head's weight gradient).
+
+`_ce_rows_kernel` (Triton) and `ce_rows_reference` (PyTorch, fp32 softmax) are the two row steps; the
+reference is what runs on CPU. `linear_cross_entropy_reference` is the eager oracle.
 """
 
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from pithtrain.operators import backend
 
 IGNORE_INDEX = -100
 
@@ -23,49 +35,114 @@ def linear_cross_entropy_reference(h_TD: torch.Tensor, W_VD: torch.Tensor, label
     return F.cross_entropy(F.linear(h_TD, W_VD).float(), labels_T, ignore_index=IGNORE_INDEX, reduction="sum")
 
 
+def ce_rows_reference(logits_CV: torch.Tensor, labels_C: torch.Tensor) -> torch.Tensor:
+    """Per-token loss (fp32, 0 for ignored tokens); overwrites logits_CV with softmax - onehot (0 rows if ignored)."""
+    valid_C = labels_C != IGNORE_INDEX
+    safe_C = torch.where(valid_C, labels_C, 0)
+    logits32_CV = logits_CV.float()
+    lse_C = torch.logsumexp(logits32_CV, dim=-1)
+    loss_C = torch.where(valid_C, lse_C - logits32_CV.gather(1, safe_C[:, None]).squeeze(1), 0.0)
+    grad_CV = logits32_CV.sub_(lse_C[:, None]).exp_()
+    grad_CV[torch.arange(len(labels_C), device=grad_CV.device), safe_C] -= 1.0
+    logits_CV.copy_(grad_CV.mul_(valid_C[:, None]))
+    return loss_C
+
+
+@triton.jit
+def _ce_rows_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, IGNORE: tl.constexpr, BLOCK_V: tl.constexpr):
+    """One program per token: online max / sum of exp over the row in fp32, then the row becomes its gradient."""
+    row = tl.program_id(0).to(tl.int64)
+    base = logits_ptr + row * stride
+    label = tl.load(labels_ptr + row).to(tl.int64)
+    running_max = tl.full([BLOCK_V], float("-inf"), tl.float32)
+    running_sum = tl.zeros([BLOCK_V], tl.float32)
+    for v0 in range(0, V, BLOCK_V):
+        cols = v0 + tl.arange(0, BLOCK_V)
+        x = tl.load(base + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+        new_max = tl.maximum(running_max, x)
+        # Lanes that have seen only -inf keep sum 0 (exp of -inf - -inf would be nan).
+        scale = tl.where(new_max == float("-inf"), 0.0, tl.exp(running_max - new_max))
+        running_sum = running_sum * scale + tl.where(x == float("-inf"), 0.0, tl.exp(x - new_max))
+        running_max = new_max
+    row_max = tl.max(running_max, axis=0)
+    lse = row_max + tl.log(tl.sum(running_sum * tl.exp(running_max - row_max), axis=0))
+    valid = label != IGNORE
+    safe = tl.where(valid, label, 0)
+    target = tl.load(base + safe).to(tl.float32)
+    tl.store(loss_ptr + row, tl.where(valid, lse - target, 0.0))
+    for v0 in range(0, V, BLOCK_V):
+        cols = v0 + tl.arange(0, BLOCK_V)
+        x = tl.load(base + cols, mask=cols < V, other=0.0).to(tl.float32)
+        g = tl.exp(x - lse) - tl.where(cols == safe, 1.0, 0.0)
+        g = tl.where(valid, g, 0.0)
+        tl.store(base + cols, g.to(logits_ptr.dtype.element_ty), mask=cols < V)
+
+
+def ce_rows_triton(logits_CV: torch.Tensor, labels_C: torch.Tensor) -> torch.Tensor:
+    C, V = logits_CV.shape
+    assert logits_CV.stride(1) == 1, "rows must be contiguous"
+    loss_C = torch.empty(C, dtype=torch.float32, device=logits_CV.device)
+    if C:
+        block_v = min(triton.next_power_of_2(V), 4096)
+        _ce_rows_kernel[(C,)](
+            logits_CV, labels_C, loss_C, V, logits_CV.stride(0), IGNORE=IGNORE_INDEX, BLOCK_V=block_v, num_warps=8
+        )
+    return loss_C
+
+
+def ce_rows(logits_CV: torch.Tensor, labels_C: torch.Tensor) -> torch.Tensor:
+    if backend.use_triton(logits_CV):
+        return ce_rows_triton(logits_CV, labels_C)
+    else:
+        return ce_rows_reference(logits_CV, labels_C)
+
+
+def accumulate_weight_grad(grad_W_VD: torch.Tensor, grad_CV: torch.Tensor, h_CD: torch.Tensor, first: bool) -> None:
+    """grad_W_VD (fp32) += grad_CV^T h_CD, summed in fp32 inside the matmul on CUDA (bf16 products are not
+    rounded per chunk); on CPU the operands are promoted first."""
+    if grad_W_VD.is_cuda:
+        if first:
+            torch.mm(grad_CV.t(), h_CD, out_dtype=torch.float32, out=grad_W_VD)
+        else:
+            torch.addmm(grad_W_VD, grad_CV.t(), h_CD, out_dtype=torch.float32, out=grad_W_VD)
+    else:
+        grad_W_VD.addmm_(grad_CV.t().float(), h_CD.float(), beta=0.0 if first else 1.0)
+
+
 class LinearCrossEntropy(torch.autograd.Function):
     """Sum of token cross-entropies of logits h_TD @ W_VD^T, C tokens at a time; label -100 is ignored."""
 
     @staticmethod
     def forward(ctx, h_TD, W_VD, labels_T, chunk_size: int):
         assert h_TD.dim() == 2 and labels_T.shape == h_TD.shape[:1], f"h {h_TD.shape}, labels {labels_T.shape}"
-        assert h_TD.dtype == W_VD.dtype, f"h is {h_TD.dtype} but W is {W_VD.dtype}"
+        Wc_VD = W_VD.to(h_TD.dtype)
+        need_h, need_W = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_h_TD = torch.empty_like(h_TD) if need_h else None
+        grad_W_VD = torch.empty(W_VD.shape, dtype=torch.float32, device=W_VD.device) if need_W else None
         loss = torch.zeros((), dtype=torch.float32, device=h_TD.device)
-        lse_T = torch.zeros(h_TD.shape[0], dtype=torch.float32, device=h_TD.device)
         for s in range(0, h_TD.shape[0], chunk_size):
-            labels_C = labels_T[s : s + chunk_size]
-            logits_CV = F.linear(h_TD[s : s + chunk_size], W_VD).float()
-            lse_T[s : s + chunk_size] = lse_C = torch.logsumexp(logits_CV, dim=-1)
-            valid_C = labels_C != IGNORE_INDEX
-            target_C = logits_CV.gather(1, torch.where(valid_C, labels_C, 0)[:, None]).squeeze(1)
-            loss += torch.where(valid_C, lse_C - target_C, 0.0).sum()
-        ctx.save_for_backward(h_TD, W_VD, labels_T, lse_T)
-        ctx.chunk_size = chunk_size
+            h_CD = h_TD[s : s + chunk_size]
+            logits_CV = h_CD @ Wc_VD.t()
+            loss += ce_rows(logits_CV, labels_T[s : s + chunk_size]).sum()  # logits_CV now holds d loss / d logits
+            if need_h:
+                grad_h_TD[s : s + chunk_size] = logits_CV @ Wc_VD
+            if need_W:
+                accumulate_weight_grad(grad_W_VD, logits_CV, h_CD, first=s == 0)
+        if need_W and h_TD.shape[0] == 0:
+            grad_W_VD.zero_()
+        ctx.save_for_backward(grad_h_TD, grad_W_VD)
+        ctx.W_dtype = W_VD.dtype
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
-        h_TD, W_VD, labels_T, lse_T = ctx.saved_tensors
-        grad_h_TD = torch.empty_like(h_TD) if ctx.needs_input_grad[0] else None
-        # Summed over chunks in fp32: adding per-chunk bf16 products would round once per chunk.
-        grad_W_VD = (
-            torch.zeros(W_VD.shape, dtype=torch.float32, device=W_VD.device) if ctx.needs_input_grad[1] else None
-        )
-        for s in range(0, h_TD.shape[0], ctx.chunk_size):
-            labels_C, h_CD = labels_T[s : s + ctx.chunk_size], h_TD[s : s + ctx.chunk_size]
-            valid_C = labels_C != IGNORE_INDEX
-            # d loss / d logits = softmax - onehot(label), zero for ignored tokens.
-            grad_CV = F.linear(h_CD, W_VD).float().sub_(lse_T[s : s + ctx.chunk_size, None]).exp_()
-            grad_CV[torch.arange(len(labels_C), device=grad_CV.device), torch.where(valid_C, labels_C, 0)] -= 1.0
-            grad_CV = grad_CV.mul_(valid_C[:, None] * grad_loss).to(h_TD.dtype)
-            if grad_h_TD is not None:
-                grad_h_TD[s : s + ctx.chunk_size] = grad_CV @ W_VD
-            if grad_W_VD is not None:
-                grad_W_VD += grad_CV.t() @ h_CD
-        return grad_h_TD, None if grad_W_VD is None else grad_W_VD.to(W_VD.dtype), None, None
+        grad_h_TD, grad_W_VD = ctx.saved_tensors
+        grad_h = None if grad_h_TD is None else (grad_h_TD.float() * grad_loss).to(grad_h_TD.dtype)
+        grad_W = None if grad_W_VD is None else (grad_W_VD * grad_loss).to(ctx.W_dtype)
+        return grad_h, grad_W, None, None
 
 
-def linear_cross_entropy(h_TD: torch.Tensor, W_VD: torch.Tensor, labels_T: torch.Tensor, chunk_size: int = 1024):
-    """Summed cross-entropy of `F.linear(h_TD, W_VD)` against labels_T (-100 ignored), an fp32 scalar,
-    never holding more than chunk_size tokens' logits."""
+def linear_cross_entropy(h_TD: torch.Tensor, W_VD: torch.Tensor, labels_T: torch.Tensor, chunk_size: int = 4096):
+    """Summed cross-entropy of `F.linear(h_TD, W_VD)` (in h's dtype) against labels_T (-100 ignored), an fp32
+    scalar, never holding more than chunk_size tokens' logits."""
     return LinearCrossEntropy.apply(h_TD, W_VD, labels_T, chunk_size)

@@ -52,15 +52,35 @@ def permute_tokens(x_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_experts: i
 
 def unpermute_tokens(y_ND: torch.Tensor, perm: Permutation) -> torch.Tensor:
     """Inverse of `permute_tokens` for the expert outputs: returns y_TKD in (token, k) order."""
-    y_ND = y_ND.index_select(0, inverse_order(perm.order_N))
+    y_ND = permute_rows(y_ND, inverse_order(perm.order_N), perm.order_N)
     return y_ND.view(-1, perm.top_k, y_ND.shape[-1])
 
 
-def inverse_order(order_N: torch.Tensor) -> torch.Tensor:
-    """inverse[order[n]] = n: the sorted row that holds flat copy token*K + k."""
-    inverse_N = torch.empty_like(order_N)
+def inverse_order(order_N: torch.Tensor, size: int | None = None) -> torch.Tensor:
+    """inverse[order[n]] = n: the sorted row that holds flat copy token*K + k; -1 for the flat slots (of
+    `size`, default N) that no row holds."""
+    inverse_N = torch.full((order_N.numel() if size is None else size,), -1, dtype=order_N.dtype, device=order_N.device)
     inverse_N[order_N] = torch.arange(order_N.numel(), device=order_N.device)
     return inverse_N
+
+
+class PermuteRows(torch.autograd.Function):
+    """x[index] for a permutation `index` whose inverse is given. Autograd's backward of index_select is an
+    index_add_ (atomic adds on GPU, slow in bf16); a permutation's backward is just the inverse gather."""
+
+    @staticmethod
+    def forward(ctx, x, index, inverse):
+        ctx.save_for_backward(inverse)
+        return x.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (inverse,) = ctx.saved_tensors
+        return grad.index_select(0, inverse), None, None
+
+
+def permute_rows(x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    return PermuteRows.apply(x, index, inverse)
 
 
 def combine_tokens_reference(y_ND: torch.Tensor, perm: Permutation, topk_w_TK: torch.Tensor) -> torch.Tensor:
@@ -116,15 +136,16 @@ def _combine_kernel(
     WEIGHTED: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    """dst[t] = sum_k w[t*TOP_K + k] * src[inverse[t*TOP_K + k]], with w = 1 unless WEIGHTED; fp32 sums."""
+    """dst[t] = sum_k w[t*TOP_K + k] * src[inverse[t*TOP_K + k]] over k with inverse >= 0, w = 1 unless WEIGHTED;
+    fp32 sums."""
     t = tl.program_id(0).to(tl.int64)
     for d0 in range(0, D, BLOCK_D):
         offs = d0 + tl.arange(0, BLOCK_D)
         mask = offs < D
         acc = tl.zeros([BLOCK_D], dtype=tl.float32)
         for k in tl.static_range(TOP_K):
-            n = tl.load(inverse_ptr + t * TOP_K + k)
-            row = tl.load(src_ptr + n * D + offs, mask=mask, other=0.0).to(tl.float32)
+            n = tl.load(inverse_ptr + t * TOP_K + k)  # -1: no row for this (token, k), so load nothing
+            row = tl.load(src_ptr + n * D + offs, mask=offs < tl.where(n >= 0, D, 0), other=0.0).to(tl.float32)
             if WEIGHTED:
                 row = row * tl.load(w_ptr + t * TOP_K + k).to(tl.float32)
             acc += row
@@ -161,18 +182,19 @@ def _combine(src_ND, inverse_N, top_k, w_N=None):
 
 
 class PermuteTokens(torch.autograd.Function):
-    """x_ND = x_TD[order // K]; backward sums each token's K gradient rows (no atomics)."""
+    """x_ND = x_TD[order // K] (order may skip some (token, k) slots); backward sums each token's gradient rows
+    (no atomics)."""
 
     @staticmethod
     def forward(ctx, x_TD, order_N, top_k: int):
         ctx.save_for_backward(order_N)
-        ctx.top_k = top_k
+        ctx.top_k, ctx.num_slots = top_k, x_TD.shape[0] * top_k
         return _permute(x_TD.contiguous(), order_N, top_k)[0]
 
     @staticmethod
     def backward(ctx, grad_x_ND):
         (order_N,) = ctx.saved_tensors
-        return _combine(grad_x_ND.contiguous(), inverse_order(order_N), ctx.top_k), None, None
+        return _combine(grad_x_ND.contiguous(), inverse_order(order_N, ctx.num_slots), ctx.top_k), None, None
 
 
 class CombineTokens(torch.autograd.Function):
@@ -201,6 +223,15 @@ def permute_tokens_triton(x_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_exp
 def combine_tokens_triton(y_ND: torch.Tensor, perm: Permutation, topk_w_TK: torch.Tensor) -> torch.Tensor:
     """`combine_tokens_reference` in one kernel: y_TD in y_ND's dtype, summed in fp32."""
     return CombineTokens.apply(y_ND, topk_w_TK, perm.order_N)
+
+
+def gather_tokens_fast(x_TD: torch.Tensor, order_N: torch.Tensor, top_k: int) -> torch.Tensor:
+    """x_ND[n] = x_TD[order[n] // top_k], where order holds distinct (token * top_k + k) slots, not necessarily
+    all: the expert-parallel dispatch's gathers. The backward sums each token's rows without atomics."""
+    if backend.use_triton(x_TD):
+        return PermuteTokens.apply(x_TD, order_N, top_k)
+    else:
+        return x_TD.index_select(0, order_N // top_k)
 
 
 def permute_tokens_fast(x_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_experts: int):
