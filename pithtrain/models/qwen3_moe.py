@@ -21,10 +21,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from pithtrain.config import ConfigError, Positive, Range
-from pithtrain.contexts import distributed
+from pithtrain.contexts import distributed, precision
 from pithtrain.modules.expert_parallel import combine, dispatch
 from pithtrain.modules.ring_attention import ring_attention
 from pithtrain.operators.cross_entropy import linear_cross_entropy
+from pithtrain.operators.fp8_linear import fp8_grouped_linear, fp8_linear
 from pithtrain.operators.swiglu import swiglu
 
 
@@ -117,6 +118,11 @@ def apply_rope(x_BHSDh: torch.Tensor, cos_BSDh: torch.Tensor, sin_BSDh: torch.Te
     return x_BHSDh * cos + rotated * sin
 
 
+def project(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """An attention projection: FP8 matmuls under training.precision = "fp8" (operators/fp8_linear.py)."""
+    return fp8_linear(x, linear.weight) if precision.fp8 else linear(x)
+
+
 class Qwen3MoeAttention(nn.Module):
     """Grouped-query attention with per-head RMSNorm on queries and keys (QK-norm), causal SDPA."""
 
@@ -136,15 +142,15 @@ class Qwen3MoeAttention(nn.Module):
 
     def forward(self, x_BSD: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, S, _ = x_BSD.shape
-        q_BHSDh = self.q_norm(self.q_proj(x_BSD).view(B, S, self.num_heads, self.head_dim)).transpose(1, 2)
-        k_BGSDh = self.k_norm(self.k_proj(x_BSD).view(B, S, self.num_kv_heads, self.head_dim)).transpose(1, 2)
-        v_BGSDh = self.v_proj(x_BSD).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q_BHSDh = self.q_norm(project(self.q_proj, x_BSD).view(B, S, self.num_heads, self.head_dim)).transpose(1, 2)
+        k_BGSDh = self.k_norm(project(self.k_proj, x_BSD).view(B, S, self.num_kv_heads, self.head_dim)).transpose(1, 2)
+        v_BGSDh = project(self.v_proj, x_BSD).view(B, S, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q_BHSDh, k_BGSDh = apply_rope(q_BHSDh, cos, sin), apply_rope(k_BGSDh, cos, sin)
         if distributed.cp_size > 1:  # this rank holds a zigzag shard of each sequence
             o_BHSDh = ring_attention(q_BHSDh, k_BGSDh, v_BGSDh, distributed.cp_group)
         else:
             o_BHSDh = F.scaled_dot_product_attention(q_BHSDh, k_BGSDh, v_BGSDh, is_causal=True, enable_gqa=True)
-        return self.o_proj(o_BHSDh.transpose(1, 2).reshape(B, S, self.num_heads * self.head_dim))
+        return project(self.o_proj, o_BHSDh.transpose(1, 2).reshape(B, S, self.num_heads * self.head_dim))
 
 
 class Qwen3MoeExperts(nn.Module):
@@ -161,6 +167,9 @@ class Qwen3MoeExperts(nn.Module):
     def forward(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
         """x_ND holds the routed copies sorted by expert; tokens_per_expert_E gives each expert's slice."""
         offsets_E = torch.cumsum(tokens_per_expert_E, 0).to(torch.int32)
+        if precision.fp8:  # operators/fp8_linear.py
+            h_NI = swiglu(fp8_grouped_linear(x_ND, self.gate_up_proj, offsets_E))
+            return fp8_grouped_linear(h_NI, self.down_proj, offsets_E)
         x_ND = x_ND.to(autocast_dtype(x_ND))  # autocast does not cover grouped matmuls
         gate_up_N2I = torch._grouped_mm(x_ND, self.gate_up_proj.to(x_ND.dtype).transpose(-2, -1), offs=offsets_E)
         h_NI = swiglu(gate_up_N2I)  # silu(gate) * up, one fused kernel on GPU
@@ -284,8 +293,8 @@ class Qwen3MoeLMHead(nn.Linear):
         if labels_T is None:
             return F.linear(n_TD, self.weight)
         dtype = autocast_dtype(n_TD)
-        with torch.autocast(n_TD.device.type, enabled=False):
-            return linear_cross_entropy(n_TD.to(dtype), self.weight.to(dtype), labels_T)
+        with torch.autocast(n_TD.device.type, enabled=False):  # the weight is cast inside, its gradient summed in fp32
+            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T)
 
 
 class Qwen3MoeModel(nn.Module):

@@ -41,8 +41,9 @@ class TrainingCfg:
     """Seed for weight init and data order."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """`auto` uses CUDA when available."""
-    precision: Literal["auto", "bf16", "fp32"] = "auto"
-    """Compute precision; weights and optimizer state stay fp32. `auto`: bf16 on CUDA, fp32 on CPU."""
+    precision: Literal["auto", "bf16", "fp32", "fp8"] = "auto"
+    """Compute precision; weights and optimizer state stay fp32. `auto`: bf16 on CUDA, fp32 on CPU. `fp8`: bf16,
+    with FP8 matmuls (128-element block scales) for the attention projections and routed experts (qwen3_moe)."""
     compile: bool = False
     """torch.compile(fullgraph=True) each layer's stages 1 and 5 (all but the experts); a graph break is an error."""
 
@@ -67,7 +68,7 @@ def resolve_device(cfg: TrainingCfg) -> torch.device:
 def compute_dtype(cfg: TrainingCfg, device: torch.device) -> torch.dtype:
     if cfg.precision == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    return torch.bfloat16 if cfg.precision in ("bf16", "fp8") else torch.float32
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainingCfg) -> torch.optim.AdamW:

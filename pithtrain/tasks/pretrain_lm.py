@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from pithtrain.config import ConfigError, apply_overrides, load_dataclass, read_toml
-from pithtrain.contexts import distributed
+from pithtrain.contexts import distributed, precision
 from pithtrain.dualpipe.dualpipev import Chunk, DualPipeV, pipeline_layer_split
 from pithtrain.models import model_family
 from pithtrain.modules.checkpoint import (
@@ -28,6 +28,7 @@ from pithtrain.modules.distributed import DistributedCfg, apply_fsdp, clip_grad_
 from pithtrain.modules.logging import LoggingCfg, ProgressLogger
 from pithtrain.modules.ring_attention import zigzag_positions, zigzag_split
 from pithtrain.modules.training import TrainingCfg, compute_dtype, lr_at, make_optimizer, resolve_device
+from pithtrain.operators import fp8_linear
 
 
 @dataclass
@@ -82,6 +83,19 @@ def check_layout(cfg: PretrainLMCfg, family) -> None:
         )
     if tc.compile and d.cp_size > 1:
         raise ConfigError("training.compile = true needs context_parallel_size = 1 (ring attention talks to peers).")
+    if tc.precision == "fp8":
+        if m.family != "qwen3_moe":
+            raise ConfigError(f'training.precision = "fp8" supports model.family = "qwen3_moe" only, not "{m.family}".')
+        widths = {"hidden_size": m.hidden_size, "moe_intermediate_size": m.moe_intermediate_size}
+        widths |= {"num_key_value_heads x head_dim": m.num_key_value_heads * m.head_dim}
+        widths |= {
+            "micro_batch_size x seq_len / context_parallel_size": tc.micro_batch_size * cfg.data.seq_len // d.cp_size
+        }
+        for name, width in widths.items():
+            if width % 128:
+                raise ConfigError(
+                    f'training.precision = "fp8" needs {name} to be a multiple of 128 (FP8 blocks), got {width}.'
+                )
     if d.pp_size > 1 and m.tie_word_embeddings:
         raise ConfigError("model.tie_word_embeddings = true is not supported with pipeline_parallel_size > 1.")
 
@@ -158,10 +172,12 @@ def setup(cfg: PretrainLMCfg) -> Run:
     model, chunks = make_model(cfg, family, device)
     apply_fsdp(model, list(model.model.layers.values()), device)
     fsdp = d.dp_size * d.cp_size * d.ep_size > 1
+    precision.fp8 = tc.precision == "fp8"
     if tc.compile:
         # Under the pipeline with FSDP, FSDP units sit inside stage 1 (attention, norms, router: apply_fsdp) and
         # their hooks are dynamo-disabled, so the stage compiles as the pieces between them, not as one graph.
-        compile_layers(model, fullgraph=not (fsdp and d.pp_size > 1))
+        # FP8 projections (Triton quantisation, a per-step weight cache) stay outside the graphs likewise.
+        compile_layers(model, fullgraph=not (fsdp and d.pp_size > 1) and not precision.fp8)
     pipeline = None
     if d.pp_size > 1:
         shape = (tc.micro_batch_size, cfg.data.seq_len // d.cp_size, cfg.model.hidden_size)
@@ -176,6 +192,7 @@ def forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
     DP x EP split the sequences, CP splits each sequence (zigzag). Returns (this rank's loss sum, the whole
     batch's token count); gradients are those of (sum of token losses) / (token count)."""
     cfg, d, tc, device = run.cfg, distributed, run.cfg.training, run.device
+    fp8_linear.clear_weight_cache()  # weights changed at the last optimizer step: quantise them afresh
     local_batch = tc.global_batch_size // d.data_size
     input_ids, labels = get_batch(run.dataset, run.sampler, consumed + d.data_rank * local_batch, local_batch)
     input_ids = zigzag_split(input_ids, 1, d.cp_rank, d.cp_size).to(device)

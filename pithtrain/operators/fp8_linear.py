@@ -1,0 +1,121 @@
+"""FP8 linear layers, y = x W^T with 1x128 activation and 128x128 weight scales (DeepSeek-V3, sec. 3.3): dense
+(attention projections) and grouped (routed experts).
+
+Shapes: M tokens, K input features, N output features; Kb = K / 128 (all three multiples of 128).
+
+Forward, dgrad and wgrad each run one block-scaled FP8 matmul (`torch.nn.functional.scaled_mm`, cuBLAS on
+Hopper, measured by benchmarks/kernel_probe.py at 1.1-1.3 PFLOP/s against 0.7 for bf16):
+- forward  y_MN  = (x_MK, 1x128 along K)   @ (W_NK, 128x128)^T
+- dgrad    dx_MK = (dy_MN, 1x128 along N)  @ (W^T_KN, 128x128)^T       (128x128 tiles transpose exactly)
+- wgrad    dW_NK = (dy^T_NM, 1x128 along M) @ (x^T_KM, 1x128 along M)^T
+x^T is quantised in the forward and kept instead of x (half the bytes). Quantised weights (and their
+transposes) are kept in `_weight_cache` until `clear_weight_cache()`, which the trainer calls once per
+optimizer step, so each weight is quantised once per step, not once per micro-batch.
+
+Grouped (`fp8_grouped_linear`, experts' weights [E, N, K]): forward and dgrad through the Triton kernel of
+operators/fp8_gemm.py (no block-scaled grouped matmul in torch for Hopper); wgrad stays bf16
+(`torch._grouped_mm`): its contraction runs over each expert's tokens, whose counts are not multiples of 128.
+
+On CPU the same math runs through dequantisation and an fp32 matmul (`_mm_reference`), so the quantisation
+and the scale bookkeeping are tested without a GPU; the cuBLAS layouts are tested on CUDA.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, quantize_1x128, quantize_128x128
+from pithtrain.operators.fp8_gemm import fp8_grouped_mm
+
+_weight_cache: dict[int, tuple] = {}
+
+
+def clear_weight_cache() -> None:
+    _weight_cache.clear()
+
+
+def quantized_weight(w_NK: torch.Tensor):
+    """(q_NK, s_NbKb, q_KN, s_KbNb) for this step, quantised on first use; [E, ...] for stacked experts."""
+    key = id(w_NK)
+    if key not in _weight_cache:
+        *E, N, K = w_NK.shape  # experts: N is a multiple of 128, so no 128x128 tile spans two experts
+        q_NK, s_NbKb = quantize_128x128(w_NK.detach().reshape(-1, K))
+        q_NK, s_NbKb = q_NK.view(*E, N, K), s_NbKb.view(*E, -1, s_NbKb.shape[-1])
+        _weight_cache[key] = (q_NK, s_NbKb, q_NK.mT.contiguous(), s_NbKb.mT.contiguous())
+    return _weight_cache[key]
+
+
+def _col_major(t: torch.Tensor) -> torch.Tensor:
+    return t.t().contiguous().t()
+
+
+def _mm_reference(qa, sa, qb, sb, b_tiles: bool) -> torch.Tensor:
+    """(qa * sa) @ (qb * sb)^T in fp32: sa 1x128 along K; sb 128x128 tiles (b_tiles) or 1x128 along K."""
+    a = dequantize_1x128(qa, sa)
+    N, K = qb.shape
+    b = qb.float() * (sb.repeat_interleave(BLOCK, 0) if b_tiles else sb).repeat_interleave(BLOCK, 1)[:N, :K]
+    return a @ b.t()
+
+
+def scaled_mm(qa_MK, sa_MKb, qb_NK, sb, b_tiles: bool) -> torch.Tensor:
+    """bf16 (qa * sa) @ (qb * sb)^T; sa 1x128 along K; sb 128x128 tiles [Nb, Kb] (b_tiles) or 1x128 [N, Kb]."""
+    if not qa_MK.is_cuda:
+        return _mm_reference(qa_MK, sa_MKb, qb_NK, sb, b_tiles).to(torch.bfloat16)
+    st = F.ScalingType
+    if b_tiles:  # cuBLAS wants [Kb rounded up to 4, Nb], column-major
+        Nb, Kb = sb.shape
+        sb_pad = sb.new_zeros(Nb, (Kb + 3) // 4 * 4)
+        sb_pad[:, :Kb] = sb
+        scale_b, recipe_b = sb_pad.t(), st.BlockWise128x128
+    else:
+        scale_b, recipe_b = _col_major(sb), st.BlockWise1x128
+    a = (_col_major(sa_MKb), st.BlockWise1x128)
+    return F.scaled_mm(qa_MK, qb_NK.t(), *a, scale_b, recipe_b, output_dtype=torch.bfloat16)
+
+
+class FP8Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        x_MK = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        q_NK, s_NbKb, q_KN, s_KbNb = quantized_weight(weight)
+        y_MN = scaled_mm(*quantize_1x128(x_MK), q_NK, s_NbKb, b_tiles=True)
+        ctx.save_for_backward(*quantize_1x128(x_MK.t()), q_KN, s_KbNb)
+        ctx.x_shape, ctx.w_dtype = x.shape, weight.dtype
+        return y_MN.view(*x.shape[:-1], -1)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        q_KM, s_KMb, q_KN, s_KbNb = ctx.saved_tensors
+        dy_MN = grad_y.reshape(-1, grad_y.shape[-1]).to(torch.bfloat16)
+        dx_MK = scaled_mm(*quantize_1x128(dy_MN), q_KN, s_KbNb, b_tiles=True)
+        dW_NK = scaled_mm(*quantize_1x128(dy_MN.t()), q_KM, s_KMb, b_tiles=False)
+        return dx_MK.view(ctx.x_shape), dW_NK.to(ctx.w_dtype)
+
+
+def fp8_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """`F.linear(x, weight)` (no bias) through FP8 matmuls; bf16 output. Token count and both feature sizes
+    must be multiples of 128 (checked at set-up)."""
+    return FP8Linear.apply(x, weight)
+
+
+class FP8GroupedLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_MK, weight_ENK, offs_E):
+        x_MK = x_MK.to(torch.bfloat16)
+        q_ENK, s_ENbKb, q_EKN, s_EKbNb = quantized_weight(weight_ENK)
+        y_MN = fp8_grouped_mm(*quantize_1x128(x_MK), q_ENK.mT, s_ENbKb.mT, offs_E)
+        ctx.save_for_backward(x_MK, q_EKN, s_EKbNb, offs_E)
+        ctx.w_dtype = weight_ENK.dtype
+        return y_MN
+
+    @staticmethod
+    def backward(ctx, grad_y_MN):
+        x_MK, q_EKN, s_EKbNb, offs_E = ctx.saved_tensors
+        dy_MN = grad_y_MN.to(torch.bfloat16).contiguous()
+        dx_MK = fp8_grouped_mm(*quantize_1x128(dy_MN), q_EKN.mT, s_EKbNb.mT, offs_E)
+        dW_ENK = torch._grouped_mm(dy_MN.t(), x_MK, offs=offs_E)
+        return dx_MK, dW_ENK.to(ctx.w_dtype), None
+
+
+def fp8_grouped_linear(x_MK: torch.Tensor, weight_ENK: torch.Tensor, offs_E: torch.Tensor) -> torch.Tensor:
+    """Rows of expert e (rows offs[e-1] .. offs[e]-1, sorted by expert) times weight[e]^T; bf16 output."""
+    return FP8GroupedLinear.apply(x_MK, weight_ENK, offs_E)
