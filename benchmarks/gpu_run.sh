@@ -3,12 +3,15 @@
 # (and .bench-head/, see below):
 #   bash benchmarks/gpu_run.sh
 # 1. installs the carried wheels (TorchTitan 0.2.2 and what the image lacks) into /tmp/site;
-# 2. runs the operator tests on CUDA;
-# 3. runs the throughput comparison on qwen3-30b-a3b-4l: 1 GPU, then 2 GPUs (EP2), each with pithtrain eager
-#    and compiled, TorchTitan eager and compiled, alternating (EXTRA adds options, e.g. --both-routings);
-# 4. leaves under $OUT: env.txt, operators.log, throughput.txt, throughput/<call id>.jsonl, logs.tar.gz,
-#    and prints the table last. Everything ends inside BUDGET_S seconds (runs that would start too late are
-#    recorded as skipped), so the call fits a 540 s limit.
+# 2. runs the operator tests on CUDA (Triton kernels, FP8 matmuls);
+# 3. measures the matmul rates of the step's shapes (benchmarks/kernel_probe.py) unless PROBE=0;
+# 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
+# 5. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l): 1 GPU, then 2 GPUs (EP2), with
+#    FRAMEWORKS (default pithtrain eager, compiled and FP8, TorchTitan eager and compiled), alternating (EXTRA adds
+#    options, e.g. --both-routings);
+# 6. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, throughput.txt,
+#    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last. Everything ends inside BUDGET_S seconds
+#    (runs that would start too late are recorded as skipped), so the call fits a 600 s limit.
 #
 # The tree that travels has no .git and may hold colleagues' uncommitted edits. To measure a commit, carry
 # `git archive` of it: `mkdir -p .bench-head && git archive -o .bench-head/head.tar HEAD &&
@@ -19,6 +22,8 @@ OUT=${OUT:-/tmp/gpu_run_out}
 BUDGET_S=${BUDGET_S:-500}
 STEPS=${STEPS:-3,8}
 EXTRA=${EXTRA:-}
+CONFIGS=${CONFIGS:-qwen3-30b-a3b-4l}
+FRAMEWORKS=${FRAMEWORKS:-pithtrain,pithtrain-compiled,pithtrain-fp8,torchtitan-eager,torchtitan-compiled}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
@@ -42,13 +47,26 @@ export PYTHONPATH=/tmp/site
 cat "$OUT/env.txt"
 
 echo "== operator tests on CUDA"
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_operators.py > "$OUT/operators.log" 2>&1
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_operators.py tests/test_fp8_gemm.py tests/test_fp8_linear.py \
+  -k "not training" > "$OUT/operators.log" 2>&1
 echo "operators: exit $? ($(tail -n 1 "$OUT/operators.log"))"
 
-echo "== throughput (deadline $((BUDGET_S - SECONDS - 15)) s)"
-python3 benchmarks/throughput.py --config qwen3-30b-a3b-4l --gpus 1,2 --steps "$STEPS" \
-  --frameworks pithtrain,pithtrain-compiled,torchtitan-eager,torchtitan-compiled --out "$OUT/throughput" \
-  --logs /tmp/bench-logs --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA 2>&1 | tee "$OUT/throughput.txt"
+if [ "${PROBE:-1}" = 1 ]; then
+  echo "== kernel probe"
+  timeout 120 python3 benchmarks/kernel_probe.py --out "$OUT"
+fi
+if [ "${CONVERGENCE:-1}" = 1 ]; then
+  echo "== FP8 against BF16, 300 steps"
+  timeout 240 python3 benchmarks/fp8_convergence.py --out "$OUT/fp8_convergence" > "$OUT/fp8_convergence.log" 2>&1
+  tail -n 3 "$OUT/fp8_convergence.log"
+fi
+
+for config in ${CONFIGS//,/ }; do
+  echo "== throughput $config (deadline $((BUDGET_S - SECONDS - 15)) s)"
+  python3 benchmarks/throughput.py --config "$config" --gpus 1,2 --steps "$STEPS" --frameworks "$FRAMEWORKS" \
+    --out "$OUT/throughput" --logs /tmp/bench-logs --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA \
+    2>&1 | tee -a "$OUT/throughput.txt"
+done
 tar -czf "$OUT/logs.tar.gz" -C /tmp bench-logs 2>/dev/null
 echo "== done in ${SECONDS} s"
-grep -A 20 "^framework " "$OUT/throughput.txt" | tail -n 20
+grep -A 20 "^framework " "$OUT/throughput.txt" | tail -n 24

@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 CONFIGS = REPO / "benchmarks" / "configs.toml"
 SCHEMA = "pithtrain-throughput-v1"
 SPEC_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the datasheet figure
-FRAMEWORKS = ("pithtrain", "pithtrain-compiled", "torchtitan-eager", "torchtitan-compiled")
+FRAMEWORKS = ("pithtrain", "pithtrain-compiled", "pithtrain-fp8", "torchtitan-eager", "torchtitan-compiled")
 # The Qwen3MoeCfg field that forces round-robin routing (proposed in NOTES.md); without it pithtrain's
 # balanced runs are recorded as skipped rather than silently run unbalanced.
 BALANCED_KNOB = "force_balanced_routing"
@@ -251,14 +251,9 @@ def run_until(cmd, env, cwd, log_path: Path, steps_seen, total_steps: int, timeo
 # ---- pithtrain ----
 
 
-def pithtrain_run(cfg, mesh, routing, steps, compiled, work: Path, log_path: Path, timeout_s, smoke) -> dict:
-    warm, timed = steps
-    total = warm + timed
-    if compiled and "training.compile" not in pithtrain_knobs(cfg):
-        return {"status": "skipped", "error": "this pithtrain has no training.compile knob"}
-    if routing == "balanced" and f"model.{BALANCED_KNOB}" not in pithtrain_knobs(cfg):
-        return {"status": "skipped", "error": f"pithtrain has no model.{BALANCED_KNOB} knob yet (NOTES.md)"}
-    run_dir = work / "run"
+def pithtrain_toml(cfg, mesh, routing, variant: str, run_dir: Path, total: int, smoke: bool) -> str:
+    """The pithtrain config of one run (also used by benchmarks/profile_step.py). variant: "eager", "compiled",
+    or "fp8" (compiled, with training.precision = "fp8")."""
     model = dict(cfg["model"]) | ({BALANCED_KNOB: True} if routing == "balanced" else {})
     toml = [f'run_dir = "{run_dir}"', "[model]", *(f"{k} = {json.dumps(v)}" for k, v in model.items())]
     toml += [
@@ -269,8 +264,8 @@ def pithtrain_run(cfg, mesh, routing, steps, compiled, work: Path, log_path: Pat
         "warmup_steps = 1",
         f"seed = {SEED}",
         f'device = "{"cpu" if smoke else "cuda"}"',
-        f'precision = "{"fp32" if smoke else "bf16"}"',
-        *(["compile = true"] if compiled else []),
+        f'precision = "{"fp32" if smoke else "fp8" if variant == "fp8" else "bf16"}"',
+        *(["compile = true"] if variant != "eager" else []),
         "[data]",
         'kind = "synthetic"',
         f"seq_len = {cfg['seq_len']}",
@@ -283,7 +278,18 @@ def pithtrain_run(cfg, mesh, routing, steps, compiled, work: Path, log_path: Pat
         f"context_parallel_size = {mesh['cp']}",
         f"expert_parallel_size = {mesh['ep']}",
     ]
-    (work / "pithtrain.toml").write_text("\n".join(toml) + "\n")
+    return "\n".join(toml) + "\n"
+
+
+def pithtrain_run(cfg, mesh, routing, steps, variant: str, work: Path, log_path: Path, timeout_s, smoke) -> dict:
+    warm, timed = steps
+    total = warm + timed
+    if variant != "eager" and "training.compile" not in pithtrain_knobs(cfg):
+        return {"status": "skipped", "error": "this pithtrain has no training.compile knob"}
+    if routing == "balanced" and f"model.{BALANCED_KNOB}" not in pithtrain_knobs(cfg):
+        return {"status": "skipped", "error": f"pithtrain has no model.{BALANCED_KNOB} knob yet (NOTES.md)"}
+    run_dir = work / "run"
+    (work / "pithtrain.toml").write_text(pithtrain_toml(cfg, mesh, routing, variant, run_dir, total, smoke))
     metrics = run_dir / "metrics.jsonl"
 
     def records() -> list[dict]:
@@ -335,13 +341,26 @@ def torchtitan_assets(cfg, mesh, total_steps: int, work: Path) -> tuple[Path, Pa
     return assets, data
 
 
-def torchtitan_flavor_module(cfg, work: Path) -> None:
-    """TorchTitan's Qwen3 MoE args at the benchmark's shape, registered as flavor `pithbench` on import."""
+def torchtitan_flavor_module(cfg, work: Path) -> str:
+    """Writes `pithbench_flavor.py` into `work`: imported through `--experimental.custom_import`, it registers
+    TorchTitan's own model for the configuration's family at the benchmark's shape as flavor `pithbench`.
+    Returns TorchTitan's model name (the job's `model.name`); NotImplementedError where TorchTitan's model
+    cannot do what pithtrain's does (the run is then recorded as skipped, with the reason)."""
+    family = cfg["model"]["family"]
+    if family == "qwen3_moe":
+        name, text = "qwen3", torchtitan_qwen3_flavor(cfg)
+    elif family == "deepseek_v2":
+        name, text = "deepseek_v3", torchtitan_deepseek_flavor(cfg)
+    else:
+        raise NotImplementedError(f"the TorchTitan side maps families qwen3_moe and deepseek_v2, not {family}")
+    (work / "pithbench_flavor.py").write_text(text)
+    return name
+
+
+def torchtitan_qwen3_flavor(cfg) -> str:
+    """TorchTitan's Qwen3 MoE args at the benchmark's shape."""
     m = cfg["model"]
-    if m["family"] != "qwen3_moe":
-        raise NotImplementedError(f"the TorchTitan side maps family qwen3_moe only, not {m['family']}")
-    (work / "pithbench_flavor.py").write_text(
-        f'''"""Registers TorchTitan Qwen3 flavor {TT_FLAVOR!r}, written by benchmarks/throughput.py."""
+    return f'''"""Registers TorchTitan Qwen3 flavor {TT_FLAVOR!r}, written by benchmarks/throughput.py."""
 from torchtitan.models.moe import MoEArgs
 from torchtitan.models.qwen3 import qwen3_args
 from torchtitan.models.qwen3.model.args import Qwen3ModelArgs
@@ -356,7 +375,48 @@ qwen3_args[{TT_FLAVOR!r}] = Qwen3ModelArgs(
                      score_func="softmax", route_norm=True, route_scale=1.0, score_before_experts=False),
 )
 '''
-    )
+
+
+def torchtitan_deepseek_flavor(cfg) -> str:
+    """DeepSeek-V2 on TorchTitan's DeepSeek-V3 model (MLA, the first layers dense, shared experts beside the routed
+    ones), with pithtrain's routing: softmax/sigmoid scores over all experts, top-k, renormalised only if
+    norm_topk_prob, times routed_scaling_factor, weights applied after the experts; plain RoPE; no expert bias
+    (TorchTitan's aux-loss-free balancing, which DeepSeek-V2 does not have)."""
+    from pithtrain.config import load_dataclass
+    from pithtrain.models import model_family
+
+    m = load_dataclass(model_family("deepseek_v2").cfg_class, dict(cfg["model"]), prefix="model.")
+    if m.rope_factor != 1.0:
+        raise NotImplementedError(
+            f"model.rope_factor = {m.rope_factor}: pithtrain applies YaRN at every length, TorchTitan's DeepSeek-V3 "
+            "only beyond original_seq_len; the TorchTitan side needs rope_factor = 1.0 (plain RoPE)"
+        )
+    if m.topk_method != "greedy":
+        raise NotImplementedError(
+            f"model.topk_method = {m.topk_method!r}: pithtrain scores an expert group by its best expert, "
+            "TorchTitan by its best two; the TorchTitan side needs topk_method = 'greedy'"
+        )
+    if m.tie_word_embeddings:
+        raise NotImplementedError("model.tie_word_embeddings = true: TorchTitan's DeepSeek-V3 has no weight tying")
+    seq = cfg["seq_len"]
+    return f'''"""Registers TorchTitan DeepSeek-V3 flavor {TT_FLAVOR!r} (DeepSeek-V2), by benchmarks/throughput.py."""
+from torchtitan.models.deepseek_v3 import deepseekv3_args
+from torchtitan.models.deepseek_v3.model.args import DeepSeekV3ModelArgs
+from torchtitan.models.moe import MoEArgs
+
+# original_seq_len = max_seq_len: TorchTitan applies YaRN (and its softmax-scale correction) only beyond it.
+deepseekv3_args[{TT_FLAVOR!r}] = DeepSeekV3ModelArgs(
+    vocab_size={m.vocab_size}, max_seq_len={seq}, dim={m.hidden_size}, inter_dim={m.intermediate_size},
+    moe_inter_dim={m.moe_intermediate_size}, n_layers={m.num_hidden_layers}, n_dense_layers={m.first_k_dense_replace},
+    n_heads={m.num_attention_heads}, norm_eps={m.rms_norm_eps!r}, q_lora_rank={m.q_lora_rank},
+    kv_lora_rank={m.kv_lora_rank}, qk_nope_head_dim={m.qk_nope_head_dim}, qk_rope_head_dim={m.qk_rope_head_dim},
+    v_head_dim={m.v_head_dim}, attn_type="sdpa", attn_mask_type="causal",
+    original_seq_len={seq}, rope_theta={m.rope_theta!r}, rope_factor=1.0,
+    moe_args=MoEArgs(num_experts={m.n_routed_experts}, num_shared_experts={m.n_shared_experts},
+                     top_k={m.num_experts_per_tok}, score_func={m.scoring_func!r}, route_norm={m.norm_topk_prob},
+                     route_scale={m.routed_scaling_factor!r}, score_before_experts=False, load_balance_coeff=None),
+)
+'''
 
 
 TT_STEP = re.compile(r"^(?:\[rank(\d+)\]:)?.*?step:\s*(\d+)\s+loss:\s*(\S+).*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+)")
@@ -383,14 +443,14 @@ def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_pa
     if version("torchtitan") is None:
         return {"status": "failed", "error": "torchtitan is not importable (gpu_run.sh installs it from .whl/)"}
     try:
-        torchtitan_flavor_module(cfg, work)
+        tt_model = torchtitan_flavor_module(cfg, work)
     except NotImplementedError as e:
         return {"status": "skipped", "error": str(e)}
     assets, data = torchtitan_assets(cfg, mesh, total, work)
     job = {
         "job": {"dump_folder": str(work / "tt-out"), "description": f"pithtrain benchmark {cfg['name']}"},
         "metrics": {"log_freq": 1, "disable_color_printing": True, "enable_tensorboard": False},
-        "model": {"name": "qwen3", "flavor": TT_FLAVOR, "hf_assets_path": str(assets)},
+        "model": {"name": tt_model, "flavor": TT_FLAVOR, "hf_assets_path": str(assets)},
         "optimizer": {"name": "AdamW", "lr": 3e-4, "eps": 1e-8, "weight_decay": 0.1, "implementation": "fused"},
         "lr_scheduler": {"warmup_steps": 1},
         "training": {
@@ -456,7 +516,7 @@ def to_toml(table: dict) -> str:
 
 def framework_info(name: str) -> dict:
     if name.startswith("pithtrain"):
-        variant = "compiled" if name == "pithtrain-compiled" else "eager"
+        variant = "eager" if name == "pithtrain" else name.split("-")[1]
         return {"framework": "pithtrain", "framework_version": pithtrain_version(), "variant": variant}
     return {"framework": "torchtitan", "framework_version": version("torchtitan"), "variant": name.split("-")[1]}
 
@@ -470,9 +530,9 @@ def one_run(cfg, framework, mesh, routing, steps, work_root: Path, logs: Path, i
     sampler = GpuMemorySampler() if not smoke else None
     t0 = time.monotonic()
     try:
-        if framework in ("pithtrain", "pithtrain-compiled"):
-            compiled = framework == "pithtrain-compiled"
-            result = pithtrain_run(cfg, mesh, routing, steps, compiled, work, log_path, timeout_s, smoke)
+        if framework.startswith("pithtrain"):
+            variant = framework_info(framework)["variant"]
+            result = pithtrain_run(cfg, mesh, routing, steps, variant, work, log_path, timeout_s, smoke)
         elif framework in ("torchtitan-eager", "torchtitan-compiled"):
             compiled = framework == "torchtitan-compiled"
             result = torchtitan_run(cfg, mesh, routing, steps, compiled, work, log_path, timeout_s)

@@ -99,3 +99,79 @@ def test_torchtitan_flavor_module_matches_the_shape(tmp_path):
     for expected in ("n_layers=4", "dim=2048", "n_heads=32", "n_kv_heads=4", "moe_inter_dim=768", "top_k=8"):
         assert expected in text
     assert "num_experts=128" in text and "enable_weight_tying=False" in text and "vocab_size=151936" in text
+
+
+def flavor_call(text: str) -> tuple[set[str], str, dict]:
+    """The generated flavor module without importing TorchTitan: the names it imports, the flavor table it
+    assigns to, and the literal keyword arguments of the model-args call (a nested MoEArgs call as a dict)."""
+    import ast
+
+    tree = ast.parse(text)
+    imported = {f"{n.module}.{a.name}" for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    (assign,) = [n for n in tree.body if isinstance(n, ast.Assign)]
+    target = assign.targets[0]
+    assert isinstance(target, ast.Subscript) and ast.literal_eval(target.slice) == throughput.TT_FLAVOR
+
+    def kwargs(call: ast.Call) -> dict:
+        return {
+            k.arg: kwargs(k.value) if isinstance(k.value, ast.Call) else ast.literal_eval(k.value)
+            for k in call.keywords
+        }
+
+    return imported, f"{target.value.id}:{assign.value.func.id}", kwargs(assign.value)
+
+
+def test_deepseek_local_config_is_the_v2_lite_shape():
+    cfg = throughput.load_config("deepseek-v2-lite-6l")
+    assert cfg["model"] == {
+        "family": "deepseek_v2", "vocab_size": 102400, "hidden_size": 2048, "intermediate_size": 10944,
+        "num_hidden_layers": 6, "first_k_dense_replace": 1, "num_attention_heads": 16, "q_lora_rank": 0,
+        "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6, "moe_intermediate_size": 1408,
+        "scoring_func": "softmax", "topk_method": "greedy", "norm_topk_prob": False, "routed_scaling_factor": 1.0,
+        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_factor": 1.0, "tie_word_embeddings": False,
+    }  # fmt: skip
+    assert (cfg["seq_len"], cfg["sequences_per_gpu"], cfg["micro_batch_size"]) == (4096, 4, 4)
+    assert [throughput.mesh_of(m)["ep"] for m in cfg["meshes"]] == [1, 2]
+
+
+def test_torchtitan_flavor_module_names_each_familys_classes(tmp_path):
+    qwen = throughput.load_config("qwen3-30b-a3b-4l")
+    assert throughput.torchtitan_flavor_module(qwen, tmp_path) == "qwen3"
+    imported, target, args = flavor_call((tmp_path / "pithbench_flavor.py").read_text())
+    assert target == "qwen3_args:Qwen3ModelArgs" and "torchtitan.models.qwen3.qwen3_args" in imported
+    assert "torchtitan.models.qwen3.model.args.Qwen3ModelArgs" in imported
+    assert args["n_layers"] == 4 and args["moe_args"]["num_experts"] == 128
+
+    ds = throughput.load_config("deepseek-v2-lite-6l")
+    assert throughput.torchtitan_flavor_module(ds, tmp_path) == "deepseek_v3"
+    imported, target, args = flavor_call((tmp_path / "pithbench_flavor.py").read_text())
+    assert target == "deepseekv3_args:DeepSeekV3ModelArgs"
+    assert {"torchtitan.models.deepseek_v3.deepseekv3_args", "torchtitan.models.moe.MoEArgs"} <= imported
+    assert "torchtitan.models.deepseek_v3.model.args.DeepSeekV3ModelArgs" in imported
+    moe = args.pop("moe_args")
+    assert args == {
+        "vocab_size": 102400, "max_seq_len": 4096, "dim": 2048, "inter_dim": 10944, "moe_inter_dim": 1408,
+        "n_layers": 6, "n_dense_layers": 1, "n_heads": 16, "norm_eps": 1e-6, "q_lora_rank": 0, "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "attn_type": "sdpa",
+        "attn_mask_type": "causal", "original_seq_len": 4096, "rope_theta": 10000.0, "rope_factor": 1.0,
+    }  # fmt: skip
+    assert moe == {
+        "num_experts": 64, "num_shared_experts": 2, "top_k": 6, "score_func": "softmax", "route_norm": False,
+        "route_scale": 1.0, "score_before_experts": False, "load_balance_coeff": None,
+    }  # fmt: skip
+
+
+def test_torchtitan_side_refuses_what_its_deepseek_model_cannot_match(tmp_path):
+    import pytest
+
+    ds = throughput.load_config("deepseek-v2-lite-6l")
+    for change, reason in (
+        ({"rope_factor": 40.0}, "rope_factor"),
+        ({"topk_method": "group_limited_greedy", "n_group": 8, "topk_group": 3}, "topk_method"),
+        ({"tie_word_embeddings": True}, "tie_word_embeddings"),
+        ({"family": "gpt_oss"}, "gpt_oss"),
+    ):
+        cfg = dict(ds, model=ds["model"] | change)
+        with pytest.raises(NotImplementedError, match=reason):
+            throughput.torchtitan_flavor_module(cfg, tmp_path)
