@@ -6,10 +6,12 @@
 # 2. runs the operator tests on CUDA (Triton kernels, FP8 matmuls);
 # 3. measures the matmul rates of the step's shapes (benchmarks/kernel_probe.py) unless PROBE=0;
 # 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
-# 5. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l): 1 GPU, then 2 GPUs (EP2), with
+# 5. checks PP2 and EP2 against one GPU with NCCL (benchmarks/engine_check.py) when ENGINE=1;
+# 6. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l): 1 GPU, then 2 GPUs (EP2), with
 #    FRAMEWORKS (default pithtrain eager, compiled and FP8, TorchTitan eager and compiled), alternating (EXTRA adds
-#    options, e.g. --both-routings);
-# 6. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, throughput.txt,
+#    options, e.g. --both-routings). An entry NAME:OPTIONS adds options to that config's call alone, e.g.
+#    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
+# 7. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, throughput.txt,
 #    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last. Everything ends inside BUDGET_S seconds
 #    (runs that would start too late are recorded as skipped), so the call fits a 600 s limit.
 #
@@ -61,12 +63,21 @@ if [ "${CONVERGENCE:-1}" = 1 ]; then
   tail -n 3 "$OUT/fp8_convergence.log"
 fi
 
-for config in ${CONFIGS//,/ }; do
-  echo "== throughput $config (deadline $((BUDGET_S - SECONDS - 15)) s)"
+if [ "${ENGINE:-0}" = 1 ]; then
+  echo "== engine check: PP2 and EP2 against one GPU"
+  timeout 200 python3 benchmarks/engine_check.py --models "${ENGINE_MODELS:-tiny,mid}" --out "$OUT/engine_check" \
+    > "$OUT/engine_check.log" 2>&1
+  echo "engine check: exit $?"; tail -n 8 "$OUT/engine_check.log"
+fi
+
+for entry in $CONFIGS; do
+  config=${entry%%:*}
+  options=$([ "$config" = "$entry" ] || echo "${entry#*:}" | tr ':' ' ')
+  echo "== throughput $config $options (deadline $((BUDGET_S - SECONDS - 15)) s)"
   python3 benchmarks/throughput.py --config "$config" --gpus 1,2 --steps "$STEPS" --frameworks "$FRAMEWORKS" \
     --out "$OUT/throughput" --logs /tmp/bench-logs --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA \
-    2>&1 | tee -a "$OUT/throughput.txt"
+    $options 2>&1 | tee -a "$OUT/throughput.txt"
 done
 tar -czf "$OUT/logs.tar.gz" -C /tmp bench-logs 2>/dev/null
 echo "== done in ${SECONDS} s"
-grep -A 20 "^framework " "$OUT/throughput.txt" | tail -n 24
+grep -h -A 12 "^framework " "$OUT/throughput.txt"

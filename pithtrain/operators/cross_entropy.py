@@ -49,7 +49,9 @@ def ce_rows_reference(logits_CV: torch.Tensor, labels_C: torch.Tensor) -> torch.
 
 
 @triton.jit
-def _ce_rows_kernel(logits_ptr, labels_ptr, loss_ptr, V, stride, IGNORE: tl.constexpr, BLOCK_V: tl.constexpr):
+def _ce_rows_kernel(
+    logits_ptr, labels_ptr, loss_ptr, stride, V: tl.constexpr, IGNORE: tl.constexpr, BLOCK_V: tl.constexpr
+):
     """One program per token: online max / sum of exp over the row in fp32, then the row becomes its gradient."""
     row = tl.program_id(0).to(tl.int64)
     base = logits_ptr + row * stride
@@ -85,7 +87,7 @@ def ce_rows_triton(logits_CV: torch.Tensor, labels_C: torch.Tensor) -> torch.Ten
     if C:
         block_v = min(triton.next_power_of_2(V), 4096)
         _ce_rows_kernel[(C,)](
-            logits_CV, labels_C, loss_C, V, logits_CV.stride(0), IGNORE=IGNORE_INDEX, BLOCK_V=block_v, num_warps=8
+            logits_CV, labels_C, loss_C, logits_CV.stride(0), V=V, IGNORE=IGNORE_INDEX, BLOCK_V=block_v, num_warps=8
         )
     return loss_C
 

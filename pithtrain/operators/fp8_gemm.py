@@ -48,7 +48,6 @@ def _fp8_grouped_mm_kernel(
     out_ptr,
     M,
     N,
-    K,
     E,
     stride_am,
     stride_ak,
@@ -61,6 +60,7 @@ def _fp8_grouped_mm_kernel(
     stride_sbk,
     stride_sbn,
     stride_om,
+    K: tl.constexpr,  # a loop bound: constexpr (one compile per width) also keeps triton 3.6's interpreter happy
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -124,9 +124,9 @@ def fp8_grouped_mm_triton(
     if M and N:
         grid = (triton.cdiv(N, block_n), triton.cdiv(M, block_m) + E)
         _fp8_grouped_mm_kernel[grid](
-            qa_MK, sa_MKb, qb_EKN, sb_EKbNb, offs_E, out_MN, M, N, K, E,
+            qa_MK, sa_MKb, qb_EKN, sb_EKbNb, offs_E, out_MN, M, N, E,
             *qa_MK.stride(), *sa_MKb.stride(), *qb_EKN.stride(), *sb_EKbNb.stride(), out_MN.stride(0),
-            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK, BLOCK_E=max(16, triton.next_power_of_2(E)),
+            K=K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK, BLOCK_E=max(16, triton.next_power_of_2(E)),
             num_warps=NUM_WARPS, num_stages=NUM_STAGES,
         )  # fmt: skip
     return out_MN
