@@ -7,7 +7,7 @@
 # 3. measures the matmul rates of the step's shapes (benchmarks/kernel_probe.py) unless PROBE=0;
 # 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
 # 5. checks PP2 and EP2 against one GPU with NCCL (benchmarks/engine_check.py) when ENGINE=1;
-# 6. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l): 1 GPU, then 2 GPUs (EP2), with
+# 6. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l) on GPUS (default 1,2: 1 GPU, then EP2), with
 #    FRAMEWORKS (default pithtrain eager, compiled and FP8, TorchTitan eager and compiled), alternating (EXTRA adds
 #    options, e.g. --both-routings). An entry NAME:OPTIONS adds options to that config's call alone, e.g.
 #    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
@@ -26,6 +26,7 @@ STEPS=${STEPS:-3,8}
 EXTRA=${EXTRA:-}
 CONFIGS=${CONFIGS:-qwen3-30b-a3b-4l}
 FRAMEWORKS=${FRAMEWORKS:-pithtrain,pithtrain-compiled,pithtrain-fp8,torchtitan-eager,torchtitan-compiled}
+GPUS=${GPUS:-1,2}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
@@ -74,7 +75,7 @@ for entry in $CONFIGS; do
   config=${entry%%:*}
   options=$([ "$config" = "$entry" ] || echo "${entry#*:}" | tr ':' ' ')
   echo "== throughput $config $options (deadline $((BUDGET_S - SECONDS - 15)) s)"
-  python3 benchmarks/throughput.py --config "$config" --gpus 1,2 --steps "$STEPS" --frameworks "$FRAMEWORKS" \
+  python3 benchmarks/throughput.py --config "$config" --gpus "$GPUS" --steps "$STEPS" --frameworks "$FRAMEWORKS" \
     --out "$OUT/throughput" --logs /tmp/bench-logs --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA \
     $options 2>&1 | tee -a "$OUT/throughput.txt"
 done
