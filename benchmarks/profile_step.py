@@ -1,6 +1,7 @@
 """Where one pithtrain training step spends its GPU time: torch.profiler over a few steps of a benchmark config.
 
     python3 benchmarks/profile_step.py --config qwen3-30b-a3b-4l [--variant compiled] [--balanced-routing] --out DIR
+    python3 benchmarks/profile_step.py --smoke --out DIR      # CPU, the smoke-tiny config (tests run it)
     torchrun --standalone --nproc-per-node 2 benchmarks/profile_step.py --config qwen3-30b-a3b-4l --ep 2 --out DIR
 
 Runs the same step as `launch` (forward/backward over the global batch, clip, AdamW) on the configuration's
@@ -67,32 +68,35 @@ def main() -> int:
     ap.add_argument("--steps", default="3,2", help="warm-up steps, profiled steps")
     ap.add_argument("--rows", type=int, default=25, help="kernels listed")
     ap.add_argument("--out", default=".", help="folder for profile-<tag>.txt")
+    ap.add_argument("--smoke", action="store_true", help="CPU, config smoke-tiny, fp32: checks that the tool runs")
     args = ap.parse_args()
     warm, profiled = (int(s) for s in args.steps.split(","))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    cfg = load_config(args.config)
+    name = "smoke-tiny" if args.smoke else args.config
+    cfg = load_config(name)
     mesh = {"gpus": world, "nodes": 1, "pp": args.pp, "cp": 1, "ep": args.ep}
     work = Path(tempfile.mkdtemp(prefix="pith-profile-"))
     routing = "balanced" if args.balanced_routing else "natural"
-    text = pithtrain_toml(cfg, mesh, routing, args.variant, work / "run", warm + profiled, smoke=False)
+    text = pithtrain_toml(cfg, mesh, routing, args.variant, work / "run", warm + profiled, smoke=args.smoke)
     (work / "pithtrain.toml").write_text(text)
     run = setup(load_pretrain_cfg(str(work / "pithtrain.toml")))
-    leader = distributed.rank == 0
+    leader, cuda = distributed.rank == 0, run.device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else lambda: None
 
     times = []
     for _ in range(warm):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         one_step(run)
-        torch.cuda.synchronize()
+        sync()
         times.append(time.perf_counter() - t0)
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     with torch.profiler.profile(activities=activities) as prof:
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         for _ in range(profiled):
             one_step(run)
-        torch.cuda.synchronize()
+        sync()
         wall = (time.perf_counter() - t0) / profiled
     if not leader:
         return 0
@@ -105,11 +109,11 @@ def main() -> int:
             per_kernel[event.name][0] += us
             per_kernel[event.name][1] += 1
             per_kind[kind_of(event.name)] += us
-    gpu_total = sum(per_kind.values())
-    tag = f"{args.config}-pp{args.pp}-ep{args.ep}-{args.variant}"
+    gpu_total = sum(per_kind.values()) or 1.0  # no GPU kernels on CPU
+    tag = f"{name}-pp{args.pp}-ep{args.ep}-{args.variant}"
     tag += "-balanced" if args.balanced_routing else ""
     lines = [
-        f"# {tag}: world {world}, torch {torch.__version__}, {torch.cuda.get_device_name()}",
+        f"# {tag}: world {world}, torch {torch.__version__}, {torch.cuda.get_device_name() if cuda else 'CPU'}",
         f"step wall time: warm-up {', '.join(f'{t * 1e3:.0f}' for t in times)} ms; profiled {wall * 1e3:.1f} ms",
         f"GPU kernel time {gpu_total / 1e3:.1f} ms/step (kernels on several streams can overlap)",
         "",

@@ -26,6 +26,16 @@ RECORD_FIELDS = {
 }  # fmt: skip
 
 
+def test_profile_step_smoke(tmp_path):
+    """benchmarks/profile_step.py runs the trainer's step under the profiler and writes its report (CPU)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, str(SCRIPT.parent / "profile_step.py"), "--smoke", "--steps", "1,1", "--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (report,) = tmp_path.glob("profile-smoke-tiny-pp1-ep1-eager.txt")
+    assert "step wall time" in report.read_text()
+
+
 def test_smoke_run_writes_a_labelled_record(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     cmd = [sys.executable, str(SCRIPT), "--smoke", "--out", str(tmp_path)]

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, quantize_1x128, quantize_128x128
 from pithtrain.operators.fp8_gemm import fp8_grouped_mm
 
-_weight_cache: dict[int, tuple] = {}
+_weight_cache: dict[int, tuple] = {}  # id(weight) -> (weight, its quantised forms)
 
 
 def clear_weight_cache() -> None:
@@ -35,13 +35,13 @@ def clear_weight_cache() -> None:
 
 def quantized_weight(w_NK: torch.Tensor):
     """(q_NK, s_NbKb, q_KN, s_KbNb) for this step, quantised on first use; [E, ...] for stacked experts."""
-    key = id(w_NK)
-    if key not in _weight_cache:
+    cached = _weight_cache.get(id(w_NK))
+    if cached is None or cached[0] is not w_NK:  # the entry holds the weight, so its id cannot be reused meanwhile
         *E, N, K = w_NK.shape  # experts: N is a multiple of 128, so no 128x128 tile spans two experts
         q_NK, s_NbKb = quantize_128x128(w_NK.detach().reshape(-1, K))
         q_NK, s_NbKb = q_NK.view(*E, N, K), s_NbKb.view(*E, -1, s_NbKb.shape[-1])
-        _weight_cache[key] = (q_NK, s_NbKb, q_NK.mT.contiguous(), s_NbKb.mT.contiguous())
-    return _weight_cache[key]
+        cached = _weight_cache[id(w_NK)] = (w_NK, q_NK, s_NbKb, q_NK.mT.contiguous(), s_NbKb.mT.contiguous())
+    return cached[1:]
 
 
 def _col_major(t: torch.Tensor) -> torch.Tensor:
