@@ -57,6 +57,11 @@ seq_len = 32
 
 
 @pytest.fixture(autouse=True)
-def _deterministic():
+def _deterministic(monkeypatch):
+    """Same seed for every test, and process-wide precision state that a training in a test sets (`setup`
+    writes `precision.fp8`) is put back afterwards, so no test sees another's."""
+    from pithtrain.contexts import precision
+
     torch.manual_seed(0)
+    monkeypatch.setattr(precision, "fp8", False)
     yield

@@ -110,3 +110,26 @@ def test_fp8_training_tracks_fp32(tmp_path):
 def test_fp8_needs_block_multiples(tiny_config):
     with pytest.raises(ConfigError, match="hidden_size to be a multiple of 128"):
         pretrain_lm.setup(load_pretrain_cfg(str(tiny_config()), ['training.precision="fp8"']))
+
+
+def test_fp8_stages_compile_without_graph_breaks(monkeypatch):
+    """The FP8 projections are custom ops, so training.compile's stages still trace whole (fullgraph)."""
+    from pithtrain.contexts import precision
+    from pithtrain.models.qwen3_moe import Qwen3MoeCfg, Qwen3MoeForCausalLM
+    from pithtrain.tasks.pretrain_lm import compile_layers
+
+    monkeypatch.setattr(precision, "fp8", True)
+    cfg = Qwen3MoeCfg(vocab_size=256, hidden_size=128, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=128, num_experts=2, num_experts_per_tok=1,
+                      moe_intermediate_size=128)  # fmt: skip
+    model = Qwen3MoeForCausalLM(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (2, 64))
+    fp8_linear.clear_weight_cache()
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # precision = "fp8" trains under bf16 autocast
+        eager = model(ids, ids)
+        torch._dynamo.reset()
+        compile_layers(model, fullgraph=True, backend="eager")
+        compiled = model(ids, ids)
+    compiled.backward()
+    torch.testing.assert_close(compiled, eager)
+    assert model.model.layers["0"].self_attn.q_proj.weight.grad is not None

@@ -72,29 +72,56 @@ def scaled_mm(qa_MK, sa_MKb, qb_NK, sb, b_tiles: bool) -> torch.Tensor:
     return F.scaled_mm(qa_MK, qb_NK.t(), *a, scale_b, recipe_b, output_dtype=torch.bfloat16)
 
 
-class FP8Linear(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight):
-        x_MK = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
-        q_NK, s_NbKb, q_KN, s_KbNb = quantized_weight(weight)
-        y_MN = scaled_mm(*quantize_1x128(x_MK), q_NK, s_NbKb, b_tiles=True)
-        ctx.save_for_backward(*quantize_1x128(x_MK.t()), q_KN, s_KbNb)
-        ctx.x_shape, ctx.w_dtype = x.shape, weight.dtype
-        return y_MN.view(*x.shape[:-1], -1)
+# The dense forward and backward are custom ops: torch.compile sees each as one opaque call with a shape rule
+# (the `register_fake`s), so stage 1, where the attention projections run, still compiles as one graph.
+@torch.library.custom_op("pithtrain::fp8_linear_forward", mutates_args=())
+def fp8_linear_forward(x_MK: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y_MN bf16, and x^T quantised for wgrad: q_KM, s_KMb)."""
+    q_NK, s_NbKb, _, _ = quantized_weight(weight)
+    y_MN = scaled_mm(*quantize_1x128(x_MK), q_NK, s_NbKb, b_tiles=True)
+    return (y_MN, *quantize_1x128(x_MK.t()))
 
-    @staticmethod
-    def backward(ctx, grad_y):
-        q_KM, s_KMb, q_KN, s_KbNb = ctx.saved_tensors
-        dy_MN = grad_y.reshape(-1, grad_y.shape[-1]).to(torch.bfloat16)
-        dx_MK = scaled_mm(*quantize_1x128(dy_MN), q_KN, s_KbNb, b_tiles=True)
-        dW_NK = scaled_mm(*quantize_1x128(dy_MN.t()), q_KM, s_KMb, b_tiles=False)
-        return dx_MK.view(ctx.x_shape), dW_NK.to(ctx.w_dtype)
+
+@fp8_linear_forward.register_fake
+def _(x_MK, weight):
+    (M, K), N = x_MK.shape, weight.shape[0]
+    y_MN = x_MK.new_empty(M, N, dtype=torch.bfloat16)
+    return y_MN, x_MK.new_empty(K, M, dtype=torch.float8_e4m3fn), x_MK.new_empty(K, -(-M // BLOCK), dtype=torch.float32)
+
+
+@torch.library.custom_op("pithtrain::fp8_linear_backward", mutates_args=())
+def fp8_linear_backward(
+    dy_MN: torch.Tensor, q_KM: torch.Tensor, s_KMb: torch.Tensor, weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx_MK bf16, dW_NK in the weight's dtype)."""
+    _, _, q_KN, s_KbNb = quantized_weight(weight)
+    dx_MK = scaled_mm(*quantize_1x128(dy_MN), q_KN, s_KbNb, b_tiles=True)
+    dW_NK = scaled_mm(*quantize_1x128(dy_MN.t()), q_KM, s_KMb, b_tiles=False)
+    return dx_MK, dW_NK.to(weight.dtype)
+
+
+@fp8_linear_backward.register_fake
+def _(dy_MN, q_KM, s_KMb, weight):
+    return dy_MN.new_empty(dy_MN.shape[0], q_KM.shape[0], dtype=torch.bfloat16), torch.empty_like(weight)
+
+
+def _fp8_linear_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(output[1], output[2], inputs[1])
+
+
+def _fp8_linear_backward(ctx, grad_y_MN, _grad_q, _grad_s):
+    q_KM, s_KMb, weight = ctx.saved_tensors
+    return fp8_linear_backward(grad_y_MN.to(torch.bfloat16).contiguous(), q_KM, s_KMb, weight)
+
+
+fp8_linear_forward.register_autograd(_fp8_linear_backward, setup_context=_fp8_linear_setup_context)
 
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """`F.linear(x, weight)` (no bias) through FP8 matmuls; bf16 output. Token count and both feature sizes
     must be multiples of 128 (checked at set-up)."""
-    return FP8Linear.apply(x, weight)
+    x_MK = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+    return fp8_linear_forward(x_MK, weight)[0].view(*x.shape[:-1], -1)
 
 
 class FP8GroupedLinear(torch.autograd.Function):

@@ -176,8 +176,7 @@ def setup(cfg: PretrainLMCfg) -> Run:
     if tc.compile:
         # Under the pipeline with FSDP, FSDP units sit inside stage 1 (attention, norms, router: apply_fsdp) and
         # their hooks are dynamo-disabled, so the stage compiles as the pieces between them, not as one graph.
-        # FP8 projections (Triton quantisation, a per-step weight cache) stay outside the graphs likewise.
-        compile_layers(model, fullgraph=not (fsdp and d.pp_size > 1) and not precision.fp8)
+        compile_layers(model, fullgraph=not (fsdp and d.pp_size > 1))
     pipeline = None
     if d.pp_size > 1:
         shape = (tc.micro_batch_size, cfg.data.seq_len // d.cp_size, cfg.model.hidden_size)
