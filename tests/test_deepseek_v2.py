@@ -140,3 +140,16 @@ def test_hf_parity_import_export(tmp_path, variant):
         for layer in hf.model.layers[1:]:
             layer.mlp.gate.weight.normal_(0, 0.5)
     check_hf_round_trip(hf, tmp_path, cfg_from_hf, DeepseekV2ForCausalLM, vocab_size=96)
+
+
+def test_experts_run_in_the_autocast_dtype(monkeypatch):
+    """Under autocast (bf16 training on one GPU) the residual stream is fp32; the grouped matmuls, which autocast
+    does not cover, must still get bf16 inputs."""
+    dtypes = []
+    grouped_mm = torch._grouped_mm
+    monkeypatch.setattr(torch, "_grouped_mm", lambda a, b, **kw: dtypes.append(a.dtype) or grouped_mm(a, b, **kw))
+    model = DeepseekV2ForCausalLM(CFG)
+    ids = torch.randint(0, CFG.vocab_size, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(ids, ids)
+    assert dtypes and set(dtypes) == {torch.bfloat16} and loss.dtype == torch.float32

@@ -149,3 +149,16 @@ def test_hf_parity_import_export(tmp_path, tie):
                 proj.bias.normal_(0, 0.1)
             layer.self_attn.sinks.normal_(0, 1.0)
     check_hf_round_trip(hf, tmp_path, cfg_from_hf, GptOssForCausalLM, vocab_size=96)
+
+
+def test_experts_run_in_the_autocast_dtype(monkeypatch):
+    """Under autocast (bf16 training on one GPU) the residual stream is fp32; the grouped matmuls, which autocast
+    does not cover, must still get bf16 inputs."""
+    dtypes = []
+    grouped_mm = torch._grouped_mm
+    monkeypatch.setattr(torch, "_grouped_mm", lambda a, b, **kw: dtypes.append(a.dtype) or grouped_mm(a, b, **kw))
+    model = GptOssForCausalLM(CFG)
+    ids = torch.randint(0, CFG.vocab_size, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(ids, ids)
+    assert dtypes and set(dtypes) == {torch.bfloat16} and loss.dtype == torch.float32

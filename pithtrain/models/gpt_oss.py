@@ -34,6 +34,7 @@ from pithtrain.config import ConfigError, Positive, Range
 from pithtrain.contexts import distributed
 from pithtrain.modules.expert_parallel import combine, dispatch
 from pithtrain.modules.ring_attention import ring_attention
+from pithtrain.operators.cross_entropy import linear_cross_entropy
 
 
 @dataclass
@@ -235,6 +236,7 @@ class GptOssExperts(nn.Module):
         E, N = tokens_per_expert_E.shape[0], x_ND.shape[0]
         # Each row's expert, for the biases; output_size avoids a device sync.
         expert_N = torch.repeat_interleave(torch.arange(E, device=x_ND.device), tokens_per_expert_E, output_size=N)
+        x_ND = x_ND.to(autocast_dtype(x_ND))  # autocast does not cover grouped matmuls
         gate_up_N2I = torch._grouped_mm(x_ND, self.gate_up_proj.to(x_ND.dtype), offs=offsets_E)
         h_NI = self.swiglu(gate_up_N2I + self.gate_up_proj_bias.to(x_ND.dtype)[expert_N])
         y_ND = torch._grouped_mm(h_NI, self.down_proj.to(h_NI.dtype), offs=offsets_E)
@@ -346,6 +348,24 @@ class GptOssDecoderLayer(nn.Module):
         return self.forward_stage5(h_BSD, self.mlp.experts.reference_forward(n_TD, topk_ids_TK), topk_w_TK)
 
 
+def autocast_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype matmuls run in here: autocast's when it is on (ops it does not cover are cast by hand)."""
+    on = torch.is_autocast_enabled(x.device.type)
+    return torch.get_autocast_dtype(x.device.type) if on else x.dtype
+
+
+class GptOssLMHead(nn.Linear):
+    """The output head. With labels it returns the summed token cross-entropy, computed a chunk of tokens at
+    a time (operators/cross_entropy.py); going through this module's forward lets FSDP gather its weight."""
+
+    def forward(self, n_TD: torch.Tensor, labels_T: torch.Tensor | None = None) -> torch.Tensor:
+        if labels_T is None:
+            return F.linear(n_TD, self.weight)
+        dtype = autocast_dtype(n_TD)
+        with torch.autocast(n_TD.device.type, enabled=False):  # the weight is cast inside, its gradient summed in fp32
+            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T)
+
+
 class GptOssModel(nn.Module):
     def __init__(self, cfg: GptOssCfg):
         super().__init__()
@@ -360,7 +380,7 @@ class GptOssForCausalLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.model = GptOssModel(cfg)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = GptOssLMHead(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         if not any(p.is_meta for p in self.parameters()):
@@ -399,9 +419,9 @@ class GptOssForCausalLM(nn.Module):
 
     def loss_sum(self, h_BSD: torch.Tensor, labels_BS: torch.Tensor) -> torch.Tensor:
         """Sum (not mean) of token cross-entropies, label -100 ignored: the trainer divides by the global
-        batch's token count, so every token weighs the same whatever micro-batch it falls in."""
-        logits_TV = self.logits(h_BSD).float().view(-1, self.cfg.vocab_size)
-        return F.cross_entropy(logits_TV, labels_BS.reshape(-1), ignore_index=-100, reduction="sum")
+        batch's token count, so every token weighs the same whatever micro-batch it falls in. The head and
+        the loss run a chunk of tokens at a time, never holding fp32 logits for the whole batch."""
+        return self.lm_head(self.model.norm(h_BSD).reshape(-1, self.cfg.hidden_size), labels_BS.reshape(-1))
 
     def forward(self, input_ids_BS, labels_BS=None, aux_loss_scale=0.0, reference=False, position_ids_BS=None):
         """Logits (B, S, V) without labels; the summed cross-entropy with labels."""
