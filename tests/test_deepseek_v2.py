@@ -20,20 +20,6 @@ CFG = DeepseekV2Cfg(vocab_size=96, hidden_size=32, intermediate_size=48, num_hid
                     rope_mscale=1.0, rope_mscale_all_dim=0.5, max_position_embeddings=64)  # fmt: skip
 
 
-def test_stage_split_equals_reference_forward_with_grads():
-    model = DeepseekV2ForCausalLM(CFG)
-    ids = torch.randint(0, CFG.vocab_size, (2, 11))
-    staged = model(ids, ids, aux_loss_scale=0.01)
-    staged.backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-    model.zero_grad()
-    reference = model(ids, ids, aux_loss_scale=0.01, reference=True)
-    reference.backward()
-    torch.testing.assert_close(staged, reference, rtol=1e-6, atol=1e-5)
-    for n, p in model.named_parameters():  # fp32 sums in another order: relative norm of the difference
-        assert (grads[n] - p.grad).norm() <= 1e-5 * p.grad.norm(), n
-
-
 def test_dense_layers_do_everything_in_stage1():
     model = DeepseekV2ForCausalLM(CFG)
     assert [layer.is_moe for layer in model.model.layers.values()] == [False, True, True]
@@ -140,16 +126,3 @@ def test_hf_parity_import_export(tmp_path, variant):
         for layer in hf.model.layers[1:]:
             layer.mlp.gate.weight.normal_(0, 0.5)
     check_hf_round_trip(hf, tmp_path, cfg_from_hf, DeepseekV2ForCausalLM, vocab_size=96)
-
-
-def test_experts_run_in_the_autocast_dtype(monkeypatch):
-    """Under autocast (bf16 training on one GPU) the residual stream is fp32; the grouped matmuls, which autocast
-    does not cover, must still get bf16 inputs."""
-    dtypes = []
-    grouped_mm = torch._grouped_mm
-    monkeypatch.setattr(torch, "_grouped_mm", lambda a, b, **kw: dtypes.append(a.dtype) or grouped_mm(a, b, **kw))
-    model = DeepseekV2ForCausalLM(CFG)
-    ids = torch.randint(0, CFG.vocab_size, (2, 16))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = model(ids, ids)
-    assert dtypes and set(dtypes) == {torch.bfloat16} and loss.dtype == torch.float32

@@ -49,20 +49,6 @@ def test_sink_attention_equals_its_oracle_and_sdpa(window):
     torch.testing.assert_close(fused, plain * z_BHS1 / (z_BHS1 + sinks.exp()[:, None, None]))
 
 
-def test_stage_split_equals_reference_forward_with_grads():
-    model = GptOssForCausalLM(CFG)
-    ids = torch.randint(0, CFG.vocab_size, (2, 11))
-    staged = model(ids, ids, aux_loss_scale=0.01)
-    staged.backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-    model.zero_grad()
-    reference = model(ids, ids, aux_loss_scale=0.01, reference=True)
-    reference.backward()
-    torch.testing.assert_close(staged, reference, rtol=1e-6, atol=1e-5)
-    for n, p in model.named_parameters():  # fp32 sums in another order: relative norm of the difference
-        assert (grads[n] - p.grad).norm() <= 1e-5 * p.grad.norm(), n
-
-
 def test_meta_build_then_reset_equals_direct_build():
     """The pipeline's path (build on meta, drop other stages' layers, to_empty, reset_parameters) gives the weights
     of a direct build: each tensor's init is seeded by its name, not by what else was initialised before it."""
@@ -149,16 +135,3 @@ def test_hf_parity_import_export(tmp_path, tie):
                 proj.bias.normal_(0, 0.1)
             layer.self_attn.sinks.normal_(0, 1.0)
     check_hf_round_trip(hf, tmp_path, cfg_from_hf, GptOssForCausalLM, vocab_size=96)
-
-
-def test_experts_run_in_the_autocast_dtype(monkeypatch):
-    """Under autocast (bf16 training on one GPU) the residual stream is fp32; the grouped matmuls, which autocast
-    does not cover, must still get bf16 inputs."""
-    dtypes = []
-    grouped_mm = torch._grouped_mm
-    monkeypatch.setattr(torch, "_grouped_mm", lambda a, b, **kw: dtypes.append(a.dtype) or grouped_mm(a, b, **kw))
-    model = GptOssForCausalLM(CFG)
-    ids = torch.randint(0, CFG.vocab_size, (2, 16))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = model(ids, ids)
-    assert dtypes and set(dtypes) == {torch.bfloat16} and loss.dtype == torch.float32

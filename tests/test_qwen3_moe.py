@@ -38,20 +38,6 @@ def test_permutation_round_trip():
     assert torch.equal(unpermute_tokens(x_ND, perm), x_TD[:, None].expand(7, 2, 4))
 
 
-def test_stage_split_equals_reference_forward_with_grads():
-    model = Qwen3MoeForCausalLM(CFG)
-    ids = torch.randint(0, CFG.vocab_size, (2, 11))
-    staged = model(ids, ids, aux_loss_scale=0.01)
-    staged.backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-    model.zero_grad()
-    reference = model(ids, ids, aux_loss_scale=0.01, reference=True)
-    reference.backward()
-    torch.testing.assert_close(staged, reference, rtol=1e-6, atol=1e-5)
-    for n, p in model.named_parameters():  # fp32 sums in another order: relative norm of the difference
-        assert (grads[n] - p.grad).norm() <= 1e-5 * p.grad.norm(), n
-
-
 def test_aux_loss_trains_router_only_when_on():
     model = Qwen3MoeForCausalLM(CFG)
     ids = torch.randint(0, CFG.vocab_size, (2, 11))
