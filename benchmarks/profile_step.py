@@ -29,8 +29,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from throughput import load_config, pithtrain_toml  # noqa: E402
 
 from pithtrain.contexts import distributed  # noqa: E402
-from pithtrain.modules.distributed import clip_grad_norm  # noqa: E402
-from pithtrain.tasks.pretrain_lm import forward_backward, load_pretrain_cfg, setup  # noqa: E402
+from pithtrain.tasks.pretrain_lm import forward_backward, load_pretrain_cfg, optimizer_step, setup  # noqa: E402
 
 # First match wins; names are CUDA kernel names as the profiler reports them.
 KINDS = [
@@ -53,9 +52,7 @@ def kind_of(name: str) -> str:
 
 def one_step(run) -> None:
     forward_backward(run, 0)
-    clip_grad_norm(run.model.parameters(), run.cfg.training.grad_clip, run.cfg.distributed.hsdp)
-    run.optimizer.step()
-    run.optimizer.zero_grad(set_to_none=True)
+    optimizer_step(run, 0)
 
 
 def main() -> int:

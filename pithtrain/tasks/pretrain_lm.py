@@ -216,6 +216,18 @@ def forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
     return loss_sum, num_tokens
 
 
+def optimizer_step(run: Run, step: int) -> tuple[torch.Tensor, float]:
+    """Clip the gradients, update with optimizer step `step`'s learning rate, clear them. Returns (grad norm, lr)."""
+    tc = run.cfg.training
+    grad_norm = clip_grad_norm(run.model.parameters(), tc.grad_clip or float("inf"), run.cfg.distributed.hsdp)
+    lr = lr_at(step, tc)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return grad_norm, lr
+
+
 def launch(cfg: PretrainLMCfg) -> list[dict]:
     """Train; returns the per-step metric records (every rank gets the same losses)."""
     run = setup(cfg)
@@ -250,12 +262,7 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
     while step < tc.max_steps:
         # One optimizer step: forward/backward over the global batch, clip, update, report, maybe save.
         loss_sum, num_tokens = forward_backward(run, consumed)
-        grad_norm = clip_grad_norm(model.parameters(), tc.grad_clip or float("inf"), cfg.distributed.hsdp)
-        lr = lr_at(step, tc)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        grad_norm, lr = optimizer_step(run, step)
         step += 1
         consumed += tc.global_batch_size
         if d.world_size > 1:
