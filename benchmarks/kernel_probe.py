@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pithtrain.operators.fp8 import dequantize_1x128, dequantize_128x128, quantize_1x128, quantize_128x128  # noqa: E402
-from pithtrain.operators.fp8_gemm import fp8_grouped_mm  # noqa: E402
+from pithtrain.operators.fp8_gemm import fp8_grouped_mm, fp8_grouped_mm_triton  # noqa: E402
 
 
 def timed(fn, flops: float) -> str:
@@ -85,6 +85,22 @@ def probe_grouped(add) -> None:
     add("fp8 grouped (Triton) fwd gate_up", timed(lambda: fp8_grouped_mm(qx, sx, q1.mT, s1.mT, offs), f_up))
     add("fp8 grouped (Triton) fwd down", timed(lambda: fp8_grouped_mm(qh, sh, q2.mT, s2.mT, offs), f_down))
     add("quantize_1x128 [131072,2048] bf16 (bytes: TFLOP/s = TB/s)", timed(lambda: quantize_1x128(x), N * D * 3))
+    # The Triton kernel's tile shapes and pipelining at the four products training runs, B in its layouts there
+    # (contraction dimension contiguous: dgrad reads the cached transposed weights).
+    qdy, sdy = quantize_1x128(dy)
+    products = {
+        "fwd gate_up": (qx, sx, q1.mT, s1.mT, f_up),
+        "fwd down": (qh, sh, q2.mT, s2.mT, f_down),
+        "dgrad gate_up": (qdy, sdy, q1.mT.contiguous().mT, s1, f_up),  # [N, 2I] x [E, 2I, D]: K = 2I
+        "dgrad down": (qx, sx, q2.mT.contiguous().mT, s2, f_down),  # [N, D] x [E, D, I]: K = D
+    }
+    configs = [(128, 128, 8, 4), (128, 128, 8, 3), (128, 128, 4, 4), (64, 128, 4, 4), (64, 128, 4, 6)]
+    configs += [(128, 256, 8, 3), (128, 256, 8, 4), (256, 128, 8, 3)]
+    for name, (qa, sa, qb, sb, flops) in products.items():
+        for cfg in configs:
+            args = (qa, sa, qb, sb, offs, BF16, *cfg)
+            add(f"fp8 grouped (Triton) {name} bm{cfg[0]} bn{cfg[1]} w{cfg[2]} s{cfg[3]}",
+                timed(lambda args=args: fp8_grouped_mm_triton(*args), flops))  # fmt: skip
 
 
 def probe_fp8(add) -> None:
@@ -95,7 +111,12 @@ def probe_fp8(add) -> None:
     )
     sm = getattr(torch.nn.functional, "scaled_mm", None)
     st = getattr(torch.nn.functional, "ScalingType", None)
-    shapes = {"q_proj": (16384, 2048, 4096), "head": (4096, 2048, 151936), "square": (8192, 8192, 8192)}
+    shapes = {
+        "q_proj": (16384, 2048, 4096),
+        "head": (4096, 2048, 151936),
+        "head dgrad": (4096, 151936, 2048),
+        "square": (8192, 8192, 8192),
+    }
     for name, (M, K, N) in shapes.items():
         label = f"fp8 1x128 x 128x128 {name} [{M},{K}] x [{N},{K}]^T"
         if sm is None or st is None:

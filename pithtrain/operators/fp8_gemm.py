@@ -112,7 +112,16 @@ def _fp8_grouped_mm_kernel(
 
 
 def fp8_grouped_mm_triton(
-    qa_MK, sa_MKb, qb_EKN, sb_EKbNb, offs_E, out_dtype=torch.bfloat16, block_m=BLOCK_M, block_n=BLOCK_N
+    qa_MK,
+    sa_MKb,
+    qb_EKN,
+    sb_EKbNb,
+    offs_E,
+    out_dtype=torch.bfloat16,
+    block_m=BLOCK_M,
+    block_n=BLOCK_N,
+    num_warps=NUM_WARPS,
+    num_stages=NUM_STAGES,
 ) -> torch.Tensor:
     (M, K), (E, _, N) = qa_MK.shape, qb_EKN.shape
     Kb, Nb = triton.cdiv(K, BLOCK), triton.cdiv(N, BLOCK)
@@ -127,7 +136,7 @@ def fp8_grouped_mm_triton(
             qa_MK, sa_MKb, qb_EKN, sb_EKbNb, offs_E, out_MN, M, N, E,
             *qa_MK.stride(), *sa_MKb.stride(), *qb_EKN.stride(), *sb_EKbNb.stride(), out_MN.stride(0),
             K=K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK, BLOCK_E=max(16, triton.next_power_of_2(E)),
-            num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+            num_warps=num_warps, num_stages=num_stages,
         )  # fmt: skip
     return out_MN
 
