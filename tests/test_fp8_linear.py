@@ -64,8 +64,9 @@ def test_grouped_products_are_the_quantised_operands_multiplied(device):
 
 def test_weight_quantised_once_per_step(monkeypatch):
     calls = []
-    quantize = fp8_linear.quantize_128x128
-    monkeypatch.setattr(fp8_linear, "quantize_128x128", lambda w: calls.append(w.shape) or quantize(w))
+    quantize = fp8_linear.quantize_128x128_transposed
+    record = lambda w, group_rows: calls.append(w.shape) or quantize(w, group_rows)  # noqa: E731
+    monkeypatch.setattr(fp8_linear, "quantize_128x128_transposed", record)
     w = torch.randn(128, 128, requires_grad=True)
     fp8_linear.clear_weight_cache()
     for _ in range(3):  # three micro-batches

@@ -319,6 +319,17 @@ def test_quantize_triton(device, launched, shape):
     assert launched == ["_quantize_1x128_kernel", "_quantize_128x128_kernel"] * 2
 
 
+@pytest.mark.parametrize("groups, group_rows, K", [(1, 128, 200), (3, 256, 128)])
+def test_quantize_128x128_transposed(device, launched, groups, group_rows, K):
+    """Stacked weights [G * R, K]: the quantised tiles and, from the same pass, each group's transpose [K, R]."""
+    w = torch.randn(groups * group_rows, K, device=device) * torch.logspace(-2, 2, K, device=device)
+    q, scale, qt = fp8.quantize_128x128_transposed(w, group_rows)
+    assert_same_fp8((q, scale), fp8.quantize_128x128_reference(w))
+    assert qt.shape == (groups, K, group_rows) and qt.is_contiguous()
+    assert torch.equal(qt.float(), q.view(groups, group_rows, K).mT.float())
+    assert launched == ["_quantize_128x128_kernel"]
+
+
 def test_quantize_strided_input(device, launched):
     """x.t() quantises along the other dimension (128x1 tiles of x) without a transposed copy."""
     x = torch.randn(200, 3, device=device)

@@ -101,15 +101,32 @@ def _quantize_1x128_kernel(
 
 @triton.jit
 def _quantize_128x128_kernel(
-    w_ptr, q_ptr, scale_ptr, N, K, stride_n, stride_k, FP8_MAX: tl.constexpr, AMAX_FLOOR: tl.constexpr
+    w_ptr,
+    q_ptr,
+    qt_ptr,
+    scale_ptr,
+    N,
+    K,
+    stride_n,
+    stride_k,
+    group_rows,
+    TRANSPOSE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
+    AMAX_FLOOR: tl.constexpr,
 ):
-    """Program (i, j): the 128x128 tile at rows i*128, columns j*128; one scale for the tile."""
+    """Program (i, j): the 128x128 tile at rows i*128, columns j*128; one scale for the tile. With TRANSPOSE,
+    the tile also goes to qt, each group of group_rows rows transposed ([G, K, group_rows])."""
     rows = tl.program_id(0).to(tl.int64) * 128 + tl.arange(0, 128)
     cols = tl.program_id(1).to(tl.int64) * 128 + tl.arange(0, 128)
     mask = (rows < N)[:, None] & (cols < K)[None, :]
     w = tl.load(w_ptr + rows[:, None] * stride_n + cols[None, :] * stride_k, mask=mask, other=0.0).to(tl.float32)
     scale = tl.math.div_rn(tl.maximum(tl.max(tl.max(tl.abs(w), axis=1), axis=0), AMAX_FLOOR), FP8_MAX)
-    tl.store(q_ptr + rows[:, None] * K + cols[None, :], _quantize_tile(w, scale, FP8_MAX), mask=mask)
+    q = _quantize_tile(w, scale, FP8_MAX)
+    tl.store(q_ptr + rows[:, None] * K + cols[None, :], q, mask=mask)
+    if TRANSPOSE:
+        group, row_in_group = rows // group_rows, rows % group_rows
+        qt_ptrs = qt_ptr + group[:, None] * K * group_rows + cols[None, :] * group_rows + row_in_group[:, None]
+        tl.store(qt_ptrs, q, mask=mask)
     tl.store(scale_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1), scale)
 
 
@@ -126,15 +143,17 @@ def quantize_1x128_triton(x_MK: torch.Tensor, block_m: int = 16):
     return q_MK, scale
 
 
-def quantize_128x128_triton(w_NK: torch.Tensor):
+def quantize_128x128_triton(w_NK: torch.Tensor, group_rows: int | None = None):
     N, K = w_NK.shape
     q_NK = torch.empty(N, K, dtype=torch.float8_e4m3fn, device=w_NK.device)
+    qt = torch.empty(N // group_rows, K, group_rows, dtype=q_NK.dtype, device=q_NK.device) if group_rows else q_NK
     scale = torch.empty(triton.cdiv(N, BLOCK), triton.cdiv(K, BLOCK), dtype=torch.float32, device=w_NK.device)
     if w_NK.numel():
         _quantize_128x128_kernel[tuple(scale.shape)](
-            w_NK, q_NK, scale, N, K, w_NK.stride(0), w_NK.stride(1), FP8_MAX=FP8_MAX, AMAX_FLOOR=AMAX_FLOOR, num_warps=8
-        )
-    return q_NK, scale
+            w_NK, q_NK, qt, scale, N, K, w_NK.stride(0), w_NK.stride(1), group_rows or N,
+            TRANSPOSE=bool(group_rows), FP8_MAX=FP8_MAX, AMAX_FLOOR=AMAX_FLOOR, num_warps=8,
+        )  # fmt: skip
+    return (q_NK, scale, qt) if group_rows else (q_NK, scale)
 
 
 def quantize_1x128(x_MK: torch.Tensor):
@@ -151,3 +170,14 @@ def quantize_128x128(w_NK: torch.Tensor):
         return quantize_128x128_triton(w_NK)
     else:
         return quantize_128x128_reference(w_NK)
+
+
+def quantize_128x128_transposed(w_NK: torch.Tensor, group_rows: int):
+    """(q_NK, scale_NbKb, qt_GKR): quantize_128x128 and, in the same pass, each group of group_rows rows
+    (a multiple of 128; an expert's weight in a stack) transposed: qt[g] = q[g*R : (g+1)*R].T, contiguous.
+    Backward matmuls read the transposes; a separate strided fp8 copy cost more than the quantisation."""
+    assert group_rows % BLOCK == 0 and w_NK.shape[0] % group_rows == 0, (w_NK.shape, group_rows)
+    if backend.use_triton(w_NK):
+        return quantize_128x128_triton(w_NK, group_rows)
+    q_NK, scale = quantize_128x128_reference(w_NK)
+    return q_NK, scale, q_NK.view(-1, group_rows, q_NK.shape[1]).mT.contiguous()

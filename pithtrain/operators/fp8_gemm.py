@@ -24,8 +24,10 @@ import triton.language as tl
 from pithtrain.operators import backend
 from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, dequantize_128x128
 
-# 128x128 fp32 accumulator over 8 warps; 4 stages of (128x128 A + 128x128 B) FP8 tiles = 128 KiB of shared memory.
-BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES = 128, 128, 8, 4
+# 64x128 fp32 accumulator over 4 warps (one warpgroup); 4 stages of (64x128 A + 128x128 B) FP8 tiles = 96 KiB of
+# shared memory. The fastest of benchmarks/kernel_probe.py's sweep on the H200 at all four expert products
+# (results/kernel_probe/20261130T1247Z-h200.txt): 492-535 TFLOP/s against 481-503 for 128x128 over 8 warps.
+BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES = 64, 128, 4, 4
 
 
 def fp8_grouped_mm_reference(qa_MK, sa_MKb, qb_EKN, sb_EKbNb, offs_E, out_dtype=torch.bfloat16) -> torch.Tensor:

@@ -23,7 +23,7 @@ and the scale bookkeeping are tested without a GPU; the cuBLAS layouts are teste
 import torch
 import torch.nn.functional as F
 
-from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, quantize_1x128, quantize_128x128
+from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, quantize_1x128, quantize_128x128_transposed
 from pithtrain.operators.fp8_gemm import fp8_grouped_mm
 
 _weight_cache: dict[int, tuple] = {}  # id(weight) -> (weight, its quantised forms)
@@ -38,9 +38,9 @@ def quantized_weight(w_NK: torch.Tensor):
     cached = _weight_cache.get(id(w_NK))
     if cached is None or cached[0] is not w_NK:  # the entry holds the weight, so its id cannot be reused meanwhile
         *E, N, K = w_NK.shape  # experts: N is a multiple of 128, so no 128x128 tile spans two experts
-        q_NK, s_NbKb = quantize_128x128(w_NK.detach().reshape(-1, K))
-        q_NK, s_NbKb = q_NK.view(*E, N, K), s_NbKb.view(*E, -1, s_NbKb.shape[-1])
-        cached = _weight_cache[id(w_NK)] = (w_NK, q_NK, s_NbKb, q_NK.mT.contiguous(), s_NbKb.mT.contiguous())
+        q_NK, s_NbKb, q_KN = quantize_128x128_transposed(w_NK.detach().reshape(-1, K), group_rows=N)
+        q_NK, s_NbKb, q_KN = q_NK.view(*E, N, K), s_NbKb.view(*E, -1, s_NbKb.shape[-1]), q_KN.view(*E, K, N)
+        cached = _weight_cache[id(w_NK)] = (w_NK, q_NK, s_NbKb, q_KN, s_NbKb.mT.contiguous())
     return cached[1:]
 
 
