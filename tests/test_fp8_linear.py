@@ -1,12 +1,14 @@
 """FP8 dense linear (operators/fp8_linear.py) on CPU: the quantised math of forward, dgrad and wgrad, the
-per-step weight cache, and a small Qwen3-MoE trained with training.precision = "fp8" against fp32. The
+FP8 head + loss (operators/cross_entropy.py), the per-step weight cache, and a small Qwen3-MoE trained with training.precision = "fp8" against fp32. The
 cuBLAS layouts of the same products are checked on CUDA (the CUDA case below, run by benchmarks/gpu_run.sh)."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from pithtrain.config import ConfigError
 from pithtrain.operators import fp8_linear
+from pithtrain.operators.cross_entropy import linear_cross_entropy
 from pithtrain.operators.fp8 import dequantize_1x128, dequantize_128x128, quantize_1x128, quantize_128x128
 from pithtrain.tasks import pretrain_lm
 from pithtrain.tasks.pretrain_lm import load_pretrain_cfg
@@ -37,6 +39,30 @@ def test_products_are_the_quantised_operands_multiplied(device):
     # And FP8 stays within a few percent of the unquantised products.
     exact = x.detach().double() @ w.detach().double().t()
     assert (y.double() - exact).norm() / exact.norm() < 0.05
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_head_is_the_quantised_operands_multiplied(device):
+    """Logits from 1x128 h and 128x128 W; grad h from the 1x128-quantised logits' gradient; grad W in bf16."""
+    torch.manual_seed(0)
+    T, D, V = 256, 128, 384
+    h = torch.randn(T, D, device=device, dtype=torch.bfloat16).requires_grad_()
+    w = torch.randn(V, D, device=device).requires_grad_()  # logits of a few units: quantisation shows in the loss
+    labels = torch.randint(0, V, (T,), device=device)
+    labels[::7] = -100
+    fp8_linear.clear_weight_cache()
+    loss = linear_cross_entropy(h, w, labels, chunk_size=128, fp8=True)
+    loss.backward()
+    logits_ref = (dq1(h.detach()) @ dequantize_128x128(*quantize_128x128(w.detach())).double().t()).requires_grad_()
+    loss_ref = F.cross_entropy(logits_ref, labels, ignore_index=-100, reduction="sum")
+    loss_ref.backward()
+    torch.testing.assert_close(loss.double(), loss_ref.detach(), rtol=5e-4, atol=0)  # unquantised: 1.6e-3 off
+    g = logits_ref.grad
+    for got, want in [(h.grad, g @ w.detach().double()), (w.grad, g.t() @ h.detach().double())]:
+        assert (got.double() - want).norm() / want.norm() < 0.03
+    assert h.grad.dtype == torch.bfloat16 and w.grad.dtype == torch.float32
+    exact = F.cross_entropy(h.detach().double() @ w.detach().double().t(), labels, ignore_index=-100, reduction="sum")
+    assert abs(loss.item() - exact.item()) / exact.item() < 0.01
 
 
 @pytest.mark.parametrize("device", DEVICES)

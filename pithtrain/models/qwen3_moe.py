@@ -294,7 +294,7 @@ class Qwen3MoeLMHead(nn.Linear):
             return F.linear(n_TD, self.weight)
         dtype = autocast_dtype(n_TD)
         with torch.autocast(n_TD.device.type, enabled=False):  # the weight is cast inside, its gradient summed in fp32
-            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T)
+            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T, fp8=precision.fp8)
 
 
 class Qwen3MoeModel(nn.Module):

@@ -17,6 +17,11 @@ copies, and only grad h, grad W and one fp32 loss per token held between forward
 W may be fp32 master weights: it is cast to h's dtype for the matmuls and its gradient comes back in
 W's dtype, summed in fp32 (no bf16 rounding of the head's weight gradient).
 
+With fp8 (training.precision = "fp8"), the logits and grad h matmuls run block-scaled FP8 through cuBLAS
+(operators/fp8_linear.py: h and the logits' gradient 1x128, W 128x128 from the per-step weight cache): at
+the head's shapes 1.13-1.16 PFLOP/s against 0.73-0.76 for bf16 (results/kernel_probe/). grad W stays a bf16
+matmul summed in fp32, the products' exactness costing least there.
+
 `_ce_rows_kernel` (Triton) and `ce_rows_reference` (PyTorch, fp32 softmax) are the two row steps; the
 reference is what runs on CPU. `linear_cross_entropy_reference` is the eager oracle.
 """
@@ -27,6 +32,8 @@ import triton
 import triton.language as tl
 
 from pithtrain.operators import backend
+from pithtrain.operators.fp8 import quantize_1x128
+from pithtrain.operators.fp8_linear import quantized_weight, scaled_mm
 
 IGNORE_INDEX = -100
 
@@ -115,18 +122,23 @@ class LinearCrossEntropy(torch.autograd.Function):
     """Sum of token cross-entropies of logits h_TD @ W_VD^T, C tokens at a time; label -100 is ignored."""
 
     @staticmethod
-    def forward(ctx, h_TD, W_VD, labels_T, chunk_size: int):
+    def forward(ctx, h_TD, W_VD, labels_T, chunk_size: int, fp8: bool):
         assert h_TD.dim() == 2 and labels_T.shape == h_TD.shape[:1], f"h {h_TD.shape}, labels {labels_T.shape}"
-        Wc_VD = W_VD.to(h_TD.dtype)
+        if fp8:
+            q_VD, s_VbDb, q_DV, s_DbVb = quantized_weight(W_VD)
+        else:
+            Wc_VD = W_VD.to(h_TD.dtype)
         need_h, need_W = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_h_TD = torch.empty_like(h_TD) if need_h else None
         grad_W_VD = torch.empty(W_VD.shape, dtype=torch.float32, device=W_VD.device) if need_W else None
         loss = torch.zeros((), dtype=torch.float32, device=h_TD.device)
         for s in range(0, h_TD.shape[0], chunk_size):
             h_CD = h_TD[s : s + chunk_size]
-            logits_CV = h_CD @ Wc_VD.t()
+            logits_CV = scaled_mm(*quantize_1x128(h_CD), q_VD, s_VbDb, b_tiles=True) if fp8 else h_CD @ Wc_VD.t()
             loss += ce_rows(logits_CV, labels_T[s : s + chunk_size]).sum()  # logits_CV now holds d loss / d logits
-            if need_h:
+            if need_h and fp8:
+                grad_h_TD[s : s + chunk_size] = scaled_mm(*quantize_1x128(logits_CV), q_DV, s_DbVb, b_tiles=True)
+            elif need_h:
                 grad_h_TD[s : s + chunk_size] = logits_CV @ Wc_VD
             if need_W:
                 accumulate_weight_grad(grad_W_VD, logits_CV, h_CD, first=s == 0)
@@ -141,10 +153,13 @@ class LinearCrossEntropy(torch.autograd.Function):
         grad_h_TD, grad_W_VD = ctx.saved_tensors
         grad_h = None if grad_h_TD is None else (grad_h_TD.float() * grad_loss).to(grad_h_TD.dtype)
         grad_W = None if grad_W_VD is None else (grad_W_VD * grad_loss).to(ctx.W_dtype)
-        return grad_h, grad_W, None, None
+        return grad_h, grad_W, None, None, None
 
 
-def linear_cross_entropy(h_TD: torch.Tensor, W_VD: torch.Tensor, labels_T: torch.Tensor, chunk_size: int = 4096):
+def linear_cross_entropy(
+    h_TD: torch.Tensor, W_VD: torch.Tensor, labels_T: torch.Tensor, chunk_size: int = 4096, fp8: bool = False
+):
     """Summed cross-entropy of `F.linear(h_TD, W_VD)` (in h's dtype) against labels_T (-100 ignored), an fp32
-    scalar, never holding more than chunk_size tokens' logits."""
-    return LinearCrossEntropy.apply(h_TD, W_VD, labels_T, chunk_size)
+    scalar, never holding more than chunk_size tokens' logits. fp8: h bf16, and T, D, V and chunk_size
+    multiples of 128."""
+    return LinearCrossEntropy.apply(h_TD, W_VD, labels_T, chunk_size, fp8)
