@@ -113,6 +113,88 @@ def _fp8_grouped_mm_kernel(
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & col_mask[None, :])
 
 
+@triton.jit
+def _fp8_grouped_mm_tma_kernel(
+    a_desc,
+    sa_ptr,
+    b_desc,
+    sb_ptr,
+    offs_ptr,
+    out_ptr,
+    M,
+    N,
+    E,
+    stride_sam,
+    stride_sbe,
+    stride_sbk,
+    stride_sbn,
+    stride_om,
+    K: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+):
+    """As _fp8_grouped_mm_kernel, with A [M, K] and B [E*N, K] read by TMA (tensor descriptors, whole 128-wide K
+    blocks: K % 128 == 0). A tile's rows past its group, and B rows past its expert, are read but never stored."""
+    tile = tl.program_id(1)
+    n0 = tl.program_id(0) * BLOCK_N
+    cols = n0 + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    e_E = tl.arange(0, BLOCK_E)
+    end_E = tl.load(offs_ptr + e_E, mask=e_E < E, other=0)
+    start_E = tl.load(offs_ptr + e_E - 1, mask=(e_E > 0) & (e_E < E), other=0)
+    tiles_E = tl.where(e_E < E, tl.cdiv(end_E - start_E, BLOCK_M), 0)
+    total_tiles = tl.sum(tiles_E, 0)
+    if tile >= total_tiles:
+        rows = tl.load(offs_ptr + E - 1) + (tile - total_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
+        out_ptrs = out_ptr + rows.to(tl.int64)[:, None] * stride_om + cols[None, :]
+        zeros = tl.zeros((BLOCK_M, BLOCK_N), dtype=out_ptr.dtype.element_ty)
+        tl.store(out_ptrs, zeros, mask=(rows < M)[:, None] & col_mask[None, :])
+        return
+    group = tl.sum((tl.cumsum(tiles_E, 0) <= tile).to(tl.int32), 0)
+    first_tile = tl.sum(tl.where(e_E < group, tiles_E, 0), 0)
+    row_start = tl.sum(tl.where(e_E == group, start_E, 0), 0)
+    row_end = tl.sum(tl.where(e_E == group, end_E, 0), 0)
+    m0 = row_start + (tile - first_tile) * BLOCK_M
+    rows = m0 + tl.arange(0, BLOCK_M)
+    row_mask = rows < row_end
+    e = group.to(tl.int64)
+    sa_ptrs = sa_ptr + rows.to(tl.int64) * stride_sam
+    sb_ptrs = sb_ptr + e * stride_sbe + (cols // BLOCK_K) * stride_sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(0, K // BLOCK_K):
+        a = a_desc.load([m0, kb * BLOCK_K])
+        b = b_desc.load([group * N + n0, kb * BLOCK_K])
+        sa = tl.load(sa_ptrs + kb, mask=row_mask, other=0.0)
+        sb = tl.load(sb_ptrs + kb * stride_sbk, mask=col_mask, other=0.0)
+        acc += tl.dot(a, b.T) * (sa[:, None] * sb[None, :])
+    out_ptrs = out_ptr + rows.to(tl.int64)[:, None] * stride_om + cols[None, :]
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & col_mask[None, :])
+
+
+def fp8_grouped_mm_tma(
+    qa_MK, sa_MKb, qb_EKN, sb_EKbNb, offs_E, out_dtype=torch.bfloat16, block_m=64, block_n=128, num_warps=4,
+    num_stages=4,
+) -> torch.Tensor:  # fmt: skip
+    """fp8_grouped_mm_triton through TMA loads: K % 128 == 0, qa contiguous, qb_EKN.mT contiguous ([E, N, K])."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    (M, K), (E, _, N) = qa_MK.shape, qb_EKN.shape
+    assert K % BLOCK == 0 and qa_MK.is_contiguous() and qb_EKN.mT.is_contiguous() and sa_MKb.stride(1) == 1
+    out_MN = torch.empty(M, N, dtype=out_dtype, device=qa_MK.device)
+    if M and N:
+        a_desc = TensorDescriptor.from_tensor(qa_MK, [block_m, BLOCK])
+        b_desc = TensorDescriptor.from_tensor(qb_EKN.mT.reshape(E * N, K), [block_n, BLOCK])
+        grid = (triton.cdiv(N, block_n), triton.cdiv(M, block_m) + E)
+        _fp8_grouped_mm_tma_kernel[grid](
+            a_desc, sa_MKb, b_desc, sb_EKbNb, offs_E, out_MN, M, N, E, sa_MKb.stride(0), *sb_EKbNb.stride(),
+            out_MN.stride(0), K=K, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=BLOCK,
+            BLOCK_E=max(16, triton.next_power_of_2(E)), num_warps=num_warps, num_stages=num_stages,
+        )  # fmt: skip
+    return out_MN
+
+
 def fp8_grouped_mm_triton(
     qa_MK,
     sa_MKb,
