@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pithtrain.operators.fp8 import dequantize_1x128, dequantize_128x128, quantize_1x128, quantize_128x128  # noqa: E402
-from pithtrain.operators.fp8_gemm import fp8_grouped_mm, fp8_grouped_mm_tma, fp8_grouped_mm_triton  # noqa: E402
+from pithtrain.operators.fp8_gemm import fp8_grouped_mm, fp8_grouped_mm_triton  # noqa: E402
 
 
 def timed(fn, flops: float) -> str:
@@ -97,14 +97,10 @@ def probe_grouped(add) -> None:
     configs = [(64, 128, 4, 4), (64, 128, 4, 3), (128, 128, 8, 3), (128, 128, 8, 4), (64, 256, 4, 3)]
     configs += [(128, 256, 8, 3)]
     for name, (qa, sa, qb, sb, flops) in products.items():
-        for cfg in configs[:1]:
+        for cfg in configs:
             args = (qa, sa, qb, sb, offs, BF16, *cfg)
             add(f"fp8 grouped (Triton) {name} bm{cfg[0]} bn{cfg[1]} w{cfg[2]} s{cfg[3]}",
                 timed(lambda args=args: fp8_grouped_mm_triton(*args), flops))  # fmt: skip
-        for cfg in configs:  # the same kernel reading A and B by TMA
-            args = (qa, sa, qb, sb, offs, BF16, *cfg)
-            add(f"fp8 grouped (Triton TMA) {name} bm{cfg[0]} bn{cfg[1]} w{cfg[2]} s{cfg[3]}",
-                timed(lambda args=args: fp8_grouped_mm_tma(*args), flops))  # fmt: skip
     # torch's own grouped FP8 matmul with the block scaling (if this torch has it for this GPU).
     sgm, st = getattr(torch.nn.functional, "scaled_grouped_mm", None), getattr(torch.nn.functional, "ScalingType", None)
     if sgm is None or st is None:

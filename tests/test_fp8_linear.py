@@ -1,6 +1,7 @@
 """FP8 dense linear (operators/fp8_linear.py) on CPU: the quantised math of forward, dgrad and wgrad, the
-FP8 head + loss (operators/cross_entropy.py), the per-step weight cache, and a small Qwen3-MoE trained with training.precision = "fp8" against fp32. The
-cuBLAS layouts of the same products are checked on CUDA (the CUDA case below, run by benchmarks/gpu_run.sh)."""
+FP8 head + loss (operators/cross_entropy.py), the per-step weight cache, and a small Qwen3-MoE trained with
+training.precision = "fp8" against fp32. The cuBLAS layouts of the same products are checked on CUDA (the CUDA
+cases below, run by benchmarks/gpu_run.sh)."""
 
 import pytest
 import torch
