@@ -28,7 +28,7 @@ from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, dequantize_128x128
 
 # 64x128 fp32 accumulator over 4 warps (one warpgroup), 3 stages of (64x128 A + 128x128 B) FP8 tiles (72 KiB of
 # shared memory): the fastest of benchmarks/kernel_probe.py's sweep on the H200 at all four expert products
-# (results/kernel_probe/20261130T1323Z-h200x2.txt): 576-751 TFLOP/s, against 404-552 for the same kernel with
+# (results/kernel_probe/20261130T1250Z-h200x2.txt): 576-751 TFLOP/s, against 404-552 for the same kernel with
 # pointer loads and 572-694 for bf16 `torch._grouped_mm` in the same call.
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES = 64, 128, 4, 3
 
