@@ -319,6 +319,15 @@ def test_quantize_triton(device, launched, shape):
     assert launched == ["_quantize_1x128_kernel", "_quantize_128x128_kernel"] * 2
 
 
+def test_quantize_1x128_column_major_scales(device, launched):
+    """The scales cuBLAS reads, written column-major by the kernel: same values, no transposing copy."""
+    x = torch.randn(33, 300, device=device, dtype=torch.bfloat16)
+    q, scale = fp8.quantize_1x128_triton(x, scales_col_major=True)
+    assert scale.shape == (33, 3) and scale.stride() == (1, 33)
+    assert_same_fp8((q, scale.contiguous()), fp8.quantize_1x128_reference(x))
+    assert launched == ["_quantize_1x128_kernel"]
+
+
 @pytest.mark.parametrize("groups, group_rows, K", [(1, 128, 200), (3, 256, 128)])
 def test_quantize_128x128_transposed(device, launched, groups, group_rows, K):
     """Stacked weights [G * R, K]: the quantised tiles and, from the same pass, each group's transpose [K, R]."""

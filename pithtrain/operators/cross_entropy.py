@@ -32,8 +32,7 @@ import triton
 import triton.language as tl
 
 from pithtrain.operators import backend
-from pithtrain.operators.fp8 import quantize_1x128
-from pithtrain.operators.fp8_linear import quantized_weight, scaled_mm
+from pithtrain.operators.fp8_linear import matmul_quantized_weight, quantized_weight
 
 IGNORE_INDEX = -100
 
@@ -134,10 +133,10 @@ class LinearCrossEntropy(torch.autograd.Function):
         loss = torch.zeros((), dtype=torch.float32, device=h_TD.device)
         for s in range(0, h_TD.shape[0], chunk_size):
             h_CD = h_TD[s : s + chunk_size]
-            logits_CV = scaled_mm(*quantize_1x128(h_CD), q_VD, s_VbDb, b_tiles=True) if fp8 else h_CD @ Wc_VD.t()
+            logits_CV = matmul_quantized_weight(h_CD, q_VD, s_VbDb) if fp8 else h_CD @ Wc_VD.t()
             loss += ce_rows(logits_CV, labels_T[s : s + chunk_size]).sum()  # logits_CV now holds d loss / d logits
             if need_h and fp8:
-                grad_h_TD[s : s + chunk_size] = scaled_mm(*quantize_1x128(logits_CV), q_DV, s_DbVb, b_tiles=True)
+                grad_h_TD[s : s + chunk_size] = matmul_quantized_weight(logits_CV, q_DV, s_DbVb)
             elif need_h:
                 grad_h_TD[s : s + chunk_size] = logits_CV @ Wc_VD
             if need_W:

@@ -86,17 +86,22 @@ def _quantize_1x128_kernel(
     stride_m,
     stride_k,
     BLOCK_M: tl.constexpr,
+    SCALES_COL_MAJOR: tl.constexpr,
     FP8_MAX: tl.constexpr,
     AMAX_FLOOR: tl.constexpr,
 ):
-    """Program (i, j): rows [i*BLOCK_M, (i+1)*BLOCK_M), columns [j*128, (j+1)*128); one scale per row."""
+    """Program (i, j): rows [i*BLOCK_M, (i+1)*BLOCK_M), columns [j*128, (j+1)*128); one scale per row. The
+    scales go row-major [M, Kb], or column-major (SCALES_COL_MAJOR: what cuBLAS's block-scaled matmul reads)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1).to(tl.int64) * 128 + tl.arange(0, 128)
     mask = (rows < M)[:, None] & (cols < K)[None, :]
     x = tl.load(x_ptr + rows[:, None] * stride_m + cols[None, :] * stride_k, mask=mask, other=0.0).to(tl.float32)
     scale = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), axis=1), AMAX_FLOOR), FP8_MAX)
     tl.store(q_ptr + rows[:, None] * K + cols[None, :], _quantize_tile(x, scale[:, None], FP8_MAX), mask=mask)
-    tl.store(scale_ptr + rows * tl.num_programs(1) + tl.program_id(1), scale, mask=rows < M)
+    if SCALES_COL_MAJOR:
+        tl.store(scale_ptr + tl.program_id(1) * M + rows, scale, mask=rows < M)
+    else:
+        tl.store(scale_ptr + rows * tl.num_programs(1) + tl.program_id(1), scale, mask=rows < M)
 
 
 @triton.jit
@@ -130,17 +135,20 @@ def _quantize_128x128_kernel(
     tl.store(scale_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1), scale)
 
 
-def quantize_1x128_triton(x_MK: torch.Tensor, block_m: int = 16):
+def quantize_1x128_triton(x_MK: torch.Tensor, block_m: int = 16, scales_col_major: bool = False):
     """x_MK may be strided (x.t() quantises 128x1 along M without a copy); q is contiguous."""
     M, K = x_MK.shape
+    Kb = triton.cdiv(K, BLOCK)
     q_MK = torch.empty(M, K, dtype=torch.float8_e4m3fn, device=x_MK.device)
-    scale = torch.empty(M, triton.cdiv(K, BLOCK), dtype=torch.float32, device=x_MK.device)
+    shape = (Kb, M) if scales_col_major else (M, Kb)
+    scale = torch.empty(shape, dtype=torch.float32, device=x_MK.device)
     if x_MK.numel():
-        grid = (triton.cdiv(M, block_m), triton.cdiv(K, BLOCK))
+        grid = (triton.cdiv(M, block_m), Kb)
         _quantize_1x128_kernel[grid](
-            x_MK, q_MK, scale, M, K, *x_MK.stride(), BLOCK_M=block_m, FP8_MAX=FP8_MAX, AMAX_FLOOR=AMAX_FLOOR
-        )
-    return q_MK, scale
+            x_MK, q_MK, scale, M, K, *x_MK.stride(), BLOCK_M=block_m, SCALES_COL_MAJOR=scales_col_major,
+            FP8_MAX=FP8_MAX, AMAX_FLOOR=AMAX_FLOOR,
+        )  # fmt: skip
+    return q_MK, scale.t() if scales_col_major else scale
 
 
 def quantize_128x128_triton(w_NK: torch.Tensor, group_rows: int | None = None):
@@ -156,12 +164,13 @@ def quantize_128x128_triton(w_NK: torch.Tensor, group_rows: int | None = None):
     return (q_NK, scale, qt) if group_rows else (q_NK, scale)
 
 
-def quantize_1x128(x_MK: torch.Tensor):
-    """(q_MK float8_e4m3fn, scale_MKb fp32): one scale per row per 128 columns."""
+def quantize_1x128(x_MK: torch.Tensor, scales_col_major: bool = False):
+    """(q_MK float8_e4m3fn, scale_MKb fp32): one scale per row per 128 columns; scale_MKb column-major (the
+    transpose of a contiguous [Kb, M]) with scales_col_major, as cuBLAS reads it."""
     if backend.use_triton(x_MK):
-        return quantize_1x128_triton(x_MK)
-    else:
-        return quantize_1x128_reference(x_MK)
+        return quantize_1x128_triton(x_MK, scales_col_major=scales_col_major)
+    q_MK, scale = quantize_1x128_reference(x_MK)
+    return q_MK, scale.t().contiguous().t() if scales_col_major else scale
 
 
 def quantize_128x128(w_NK: torch.Tensor):

@@ -40,16 +40,25 @@ def quantized_weight(w_NK: torch.Tensor):
         *E, N, K = w_NK.shape  # experts: N is a multiple of 128, so no 128x128 tile spans two experts
         q_NK, s_NbKb, q_KN = quantize_128x128_transposed(w_NK.detach().reshape(-1, K), group_rows=N)
         q_NK, s_NbKb, q_KN = q_NK.view(*E, N, K), s_NbKb.view(*E, -1, s_NbKb.shape[-1]), q_KN.view(*E, K, N)
-        cached = _weight_cache[id(w_NK)] = (w_NK, q_NK, s_NbKb, q_KN, s_NbKb.mT.contiguous())
+        s_KbNb = s_NbKb.mT.contiguous()
+        if not E:  # a dense weight: its scales padded as cuBLAS reads them, once per step
+            s_NbKb, s_KbNb = _pad_tile_scales(s_NbKb), _pad_tile_scales(s_KbNb)
+        cached = _weight_cache[id(w_NK)] = (w_NK, q_NK, s_NbKb, q_KN, s_KbNb)
     return cached[1:]
 
 
+def _pad_tile_scales(s_NbKb: torch.Tensor) -> torch.Tensor:
+    """[Nb, Kb] -> [Nb, Kb rounded up to 4], zero-padded: cuBLAS reads 128x128 scales as [Kb4, Nb] column-major."""
+    Nb, Kb = s_NbKb.shape
+    return torch.nn.functional.pad(s_NbKb, (0, -Kb % 4))
+
+
 def _col_major(t: torch.Tensor) -> torch.Tensor:
-    return t.t().contiguous().t()
+    return t.t().contiguous().t()  # no copy if t is column-major already
 
 
 def _mm_reference(qa, sa, qb, sb, b_tiles: bool) -> torch.Tensor:
-    """(qa * sa) @ (qb * sb)^T in fp32: sa 1x128 along K; sb 128x128 tiles (b_tiles) or 1x128 along K."""
+    """(qa * sa) @ (qb * sb)^T in fp32: sa 1x128 along K; sb padded 128x128 tiles (b_tiles) or 1x128 along K."""
     a = dequantize_1x128(qa, sa)
     N, K = qb.shape
     b = qb.float() * (sb.repeat_interleave(BLOCK, 0) if b_tiles else sb).repeat_interleave(BLOCK, 1)[:N, :K]
@@ -57,19 +66,20 @@ def _mm_reference(qa, sa, qb, sb, b_tiles: bool) -> torch.Tensor:
 
 
 def scaled_mm(qa_MK, sa_MKb, qb_NK, sb, b_tiles: bool) -> torch.Tensor:
-    """bf16 (qa * sa) @ (qb * sb)^T; sa 1x128 along K; sb 128x128 tiles [Nb, Kb] (b_tiles) or 1x128 [N, Kb]."""
+    """bf16 (qa * sa) @ (qb * sb)^T; sa 1x128 along K; sb 128x128 tiles from `quantized_weight` ([Nb, Kb] padded
+    to a multiple of 4 columns) with b_tiles, else 1x128 [N, Kb]. Column-major 1x128 scales
+    (`quantize_1x128(..., scales_col_major=True)`) go to cuBLAS without a copy."""
     if not qa_MK.is_cuda:
         return _mm_reference(qa_MK, sa_MKb, qb_NK, sb, b_tiles).to(torch.bfloat16)
     st = F.ScalingType
-    if b_tiles:  # cuBLAS wants [Kb rounded up to 4, Nb], column-major
-        Nb, Kb = sb.shape
-        sb_pad = sb.new_zeros(Nb, (Kb + 3) // 4 * 4)
-        sb_pad[:, :Kb] = sb
-        scale_b, recipe_b = sb_pad.t(), st.BlockWise128x128
-    else:
-        scale_b, recipe_b = _col_major(sb), st.BlockWise1x128
+    scale_b = (sb.t(), st.BlockWise128x128) if b_tiles else (_col_major(sb), st.BlockWise1x128)
     a = (_col_major(sa_MKb), st.BlockWise1x128)
-    return F.scaled_mm(qa_MK, qb_NK.t(), *a, scale_b, recipe_b, output_dtype=torch.bfloat16)
+    return F.scaled_mm(qa_MK, qb_NK.t(), *a, *scale_b, output_dtype=torch.bfloat16)
+
+
+def matmul_quantized_weight(x_MK: torch.Tensor, q_NK: torch.Tensor, s_NbKb: torch.Tensor) -> torch.Tensor:
+    """bf16 x @ W^T: x (bf16) quantised 1x128 here, W from `quantized_weight` (q_NK, s_NbKb or q_KN, s_KbNb)."""
+    return scaled_mm(*quantize_1x128(x_MK, scales_col_major=True), q_NK, s_NbKb, b_tiles=True)
 
 
 # The dense forward and backward are custom ops: torch.compile sees each as one opaque call with a shape rule
@@ -78,15 +88,16 @@ def scaled_mm(qa_MK, sa_MKb, qb_NK, sb, b_tiles: bool) -> torch.Tensor:
 def fp8_linear_forward(x_MK: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y_MN bf16, and x^T quantised for wgrad: q_KM, s_KMb)."""
     q_NK, s_NbKb, _, _ = quantized_weight(weight)
-    y_MN = scaled_mm(*quantize_1x128(x_MK), q_NK, s_NbKb, b_tiles=True)
-    return (y_MN, *quantize_1x128(x_MK.t()))
+    y_MN = matmul_quantized_weight(x_MK, q_NK, s_NbKb)
+    return (y_MN, *quantize_1x128(x_MK.t(), scales_col_major=True))
 
 
 @fp8_linear_forward.register_fake
 def _(x_MK, weight):
     (M, K), N = x_MK.shape, weight.shape[0]
     y_MN = x_MK.new_empty(M, N, dtype=torch.bfloat16)
-    return y_MN, x_MK.new_empty(K, M, dtype=torch.float8_e4m3fn), x_MK.new_empty(K, -(-M // BLOCK), dtype=torch.float32)
+    s_KMb = x_MK.new_empty(-(-M // BLOCK), K, dtype=torch.float32).t()  # column-major, as the op makes it
+    return y_MN, x_MK.new_empty(K, M, dtype=torch.float8_e4m3fn), s_KMb
 
 
 @torch.library.custom_op("pithtrain::fp8_linear_backward", mutates_args=())
@@ -95,8 +106,8 @@ def fp8_linear_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx_MK bf16, dW_NK in the weight's dtype)."""
     _, _, q_KN, s_KbNb = quantized_weight(weight)
-    dx_MK = scaled_mm(*quantize_1x128(dy_MN), q_KN, s_KbNb, b_tiles=True)
-    dW_NK = scaled_mm(*quantize_1x128(dy_MN.t()), q_KM, s_KMb, b_tiles=False)
+    dx_MK = matmul_quantized_weight(dy_MN, q_KN, s_KbNb)
+    dW_NK = scaled_mm(*quantize_1x128(dy_MN.t(), scales_col_major=True), q_KM, s_KMb, b_tiles=False)
     return dx_MK, dW_NK.to(weight.dtype)
 
 
