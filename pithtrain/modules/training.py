@@ -43,7 +43,8 @@ class TrainingCfg:
     """`auto` uses CUDA when available."""
     precision: Literal["auto", "bf16", "fp32", "fp8"] = "auto"
     """Compute precision; weights and optimizer state stay fp32. `auto`: bf16 on CUDA, fp32 on CPU. `fp8`: bf16,
-    with FP8 matmuls (128-element block scales) for the attention projections and routed experts (qwen3_moe)."""
+    with FP8 matmuls (128-element block scales) for the attention projections, the routed experts and the head
+    (qwen3_moe; widths, vocab and tokens per micro-batch multiples of 128)."""
     compile: bool = False
     """torch.compile(fullgraph=True) each layer's stages 1 and 5 (all but the experts); a graph break is an error."""
 
