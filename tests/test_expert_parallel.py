@@ -10,6 +10,17 @@ from pithtrain.contexts import distributed
 from pithtrain.modules import expert_parallel
 
 
+def test_sync_free_index_helpers_match_nonzero_and_bincount():
+    """The dispatch's index building without host syncs: positions_of = nonzero, count_ids = bincount."""
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(0, 3), (7, 1), (33, 4)]:
+        mask = torch.rand(shape, generator=gen) < 0.4
+        got = expert_parallel.positions_of(mask, int(mask.sum()))
+        assert torch.equal(got, mask.reshape(-1).nonzero().squeeze(1)), shape
+    ids = torch.randint(0, 9, (50, 4), generator=gen)
+    assert torch.equal(expert_parallel.count_ids(ids, 12), torch.bincount(ids.reshape(-1), minlength=12))
+
+
 def plain_dispatch(n_TD, topk_ids_TK, experts_per_rank):
     """Each (token, k) copy sent to its expert's rank, no deduplication; rows arrive sorted by local expert."""
     T, K = topk_ids_TK.shape

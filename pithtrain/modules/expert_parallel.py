@@ -15,6 +15,7 @@ import torch.distributed as dist
 from pithtrain.contexts import distributed
 from pithtrain.operators.token_permute import (
     Permutation,
+    count_ids,
     gather_tokens_fast,
     inverse_order,
     permute_rows,
@@ -56,51 +57,50 @@ class DispatchPlan:
     pair_order: torch.Tensor  # source side: (rank, token, k) order -> flat token*K + k
 
 
-def build_dispatch_plan(topk_ids_TK: torch.Tensor, experts_per_rank: int, ep_size: int):
-    """Which token goes to which rank (once per rank), with the local expert ids it wants there."""
-    T, K = topk_ids_TK.shape
-    dest_TK = topk_ids_TK // experts_per_rank
-    wants_TR = torch.zeros(T, ep_size, dtype=torch.bool, device=topk_ids_TK.device)
-    wants_TR.scatter_(1, dest_TK, True)
-    rank_S, token_S = wants_TR.T.nonzero(as_tuple=True)  # sorted by rank, then token
-    local_ids_SK = torch.where(
-        dest_TK[token_S] == rank_S[:, None], topk_ids_TK[token_S] - rank_S[:, None] * experts_per_rank, -1
-    )
-    rows_to_rank = wants_TR.sum(0)
-    pairs_to_rank = torch.bincount(dest_TK.reshape(-1), minlength=ep_size)
-    pair_order = torch.argsort(dest_TK.reshape(-1), stable=True)  # (rank, token, k): the order pairs return in
-    slot_S = token_S * ep_size + rank_S  # row S is slot (token, rank) of a T x R table
-    return slot_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order
+def positions_of(mask: torch.Tensor, count: int) -> torch.Tensor:
+    """Flat indices of mask's True entries in row-major order (`mask.reshape(-1).nonzero()`), given their count:
+    no host sync, where `nonzero` reads the count back to size its output."""
+    flat = mask.reshape(-1)
+    slot = torch.where(flat, torch.cumsum(flat, 0) - 1, count)  # False entries go to a spare slot, dropped
+    index = torch.arange(flat.numel(), device=flat.device)
+    return torch.empty(count + 1, dtype=index.dtype, device=flat.device).scatter_(0, slot, index)[:count]
 
 
 def dispatch(n_TD: torch.Tensor, topk_ids_TK: torch.Tensor, num_experts: int):
-    """Stage 2. Returns (x_ND sorted by local expert, tokens_per_expert, plan for `combine`)."""
+    """Stage 2. Returns (x_ND sorted by local expert, tokens_per_expert, plan for `combine`). One host sync: the
+    split sizes of the exchange, which `all_to_all_single` needs on the host."""
     if distributed.ep_size == 1:
         x_ND, perm = permute_tokens_fast(n_TD, topk_ids_TK, num_experts)
         return x_ND, perm.tokens_per_expert_E, perm
-    R, E_l = distributed.ep_size, num_experts // distributed.ep_size
-    slot_S, local_ids_SK, rows_to_rank, pairs_to_rank, pair_order = build_dispatch_plan(topk_ids_TK, E_l, R)
-    counts_out = torch.stack([rows_to_rank, pairs_to_rank], 1)
+    (T, K), R = topk_ids_TK.shape, distributed.ep_size
+    E_l = num_experts // R
+    # Which token goes to which rank (once per rank), with the local expert ids it wants there.
+    dest_TK = topk_ids_TK // E_l
+    wants_TR = torch.zeros(T, R, dtype=torch.bool, device=topk_ids_TK.device).scatter_(1, dest_TK, True)
+    counts_out = torch.stack([wants_TR.sum(0), count_ids(dest_TK, R)], 1)  # rows, routed copies to each rank
     counts_in = torch.empty_like(counts_out)
     dist.all_to_all_single(counts_in, counts_out, group=distributed.ep_group)
-    rows_in, rows_out = counts_in[:, 0].tolist(), rows_to_rank.tolist()
-    x_RD = exchange(gather_tokens_fast(n_TD, slot_S, R), rows_in, rows_out)
-    local_ids_RK = local_ids_SK.new_empty((sum(rows_in), local_ids_SK.shape[1]))
+    (rows_out, pairs_to_rank), (rows_in, pairs_from_rank) = torch.stack([counts_out.T, counts_in.T]).tolist()
+    flat_S = positions_of(wants_TR.T, sum(rows_out))  # sent rows sorted by rank, then token
+    rank_S, token_S = flat_S // T, flat_S % T
+    local_ids_SK = torch.where(dest_TK[token_S] == rank_S[:, None], topk_ids_TK[token_S] - rank_S[:, None] * E_l, -1)
+    x_RD = exchange(gather_tokens_fast(n_TD, token_S * R + rank_S, R), rows_in, rows_out)
+    local_ids_RK = local_ids_SK.new_empty((sum(rows_in), K))
     dist.all_to_all_single(local_ids_RK, local_ids_SK, rows_in, rows_out, group=distributed.ep_group)
     # Fan out on arrival: one routed copy per (row, k) that names a local expert, then sort by expert.
-    row_N, k_N = (local_ids_RK >= 0).nonzero(as_tuple=True)
-    expert_N = local_ids_RK[row_N, k_N]
+    flat_N = positions_of(local_ids_RK >= 0, sum(pairs_from_rank))  # row * K + k
+    expert_N = local_ids_RK.reshape(-1)[flat_N]
     sort_N = torch.argsort(expert_N, stable=True)
-    x_ND = gather_tokens_fast(x_RD, (row_N * local_ids_RK.shape[1] + k_N)[sort_N], local_ids_RK.shape[1])
+    x_ND = gather_tokens_fast(x_RD, flat_N[sort_N], K)
     plan = DispatchPlan(
-        num_tokens=n_TD.shape[0],
-        top_k=topk_ids_TK.shape[1],
+        num_tokens=T,
+        top_k=K,
         sort_N=sort_N,
-        pairs_from_rank=counts_in[:, 1].tolist(),
-        pairs_to_rank=pairs_to_rank.tolist(),
-        pair_order=pair_order,
+        pairs_from_rank=pairs_from_rank,
+        pairs_to_rank=pairs_to_rank,
+        pair_order=torch.argsort(dest_TK.reshape(-1), stable=True),  # (rank, token, k): the order pairs return in
     )
-    return x_ND, torch.bincount(expert_N, minlength=E_l), plan
+    return x_ND, count_ids(expert_N, E_l), plan
 
 
 def combine(y_ND: torch.Tensor, plan) -> torch.Tensor:

@@ -16,7 +16,7 @@ Triton path (`permute_tokens_triton`, `combine_tokens_triton`; `*_fast` picks it
   backward is an `index_add_` of K copies per token (atomics on GPU, run-to-run nondeterministic).
   Here it is `_combine_kernel` unweighted: each token sums its K rows through the inverse
   permutation, deterministic and atomic-free.
-The routing metadata (stable argsort, bincount) stays in PyTorch for both paths.
+The routing metadata (stable argsort, counts) stays in PyTorch for both paths, without host syncs.
 """
 
 from dataclasses import dataclass
@@ -37,10 +37,17 @@ class Permutation:
     top_k: int
 
 
+def count_ids(ids: torch.Tensor, n: int) -> torch.Tensor:
+    """How often each of 0 .. n-1 occurs in ids (int64 [n]): `torch.bincount` without its host sync (on CUDA it
+    reads max(ids) back to size its output, which stalls the CPU once per MoE layer)."""
+    ids = ids.reshape(-1)
+    return torch.zeros(n, dtype=torch.int64, device=ids.device).scatter_add_(0, ids, torch.ones_like(ids))
+
+
 def sort_by_expert(topk_ids_TK: torch.Tensor, num_experts: int) -> Permutation:
     """A stable sort of the routed copies by expert keeps token order inside an expert."""
     order_N = torch.argsort(topk_ids_TK.reshape(-1), stable=True)
-    tokens_per_expert_E = torch.bincount(topk_ids_TK.reshape(-1), minlength=num_experts)
+    tokens_per_expert_E = count_ids(topk_ids_TK, num_experts)
     return Permutation(order_N, tokens_per_expert_E, topk_ids_TK.shape[1])
 
 
