@@ -46,7 +46,15 @@ sys.path.insert(0, str(REPO))
 CONFIGS = REPO / "benchmarks" / "configs.toml"
 SCHEMA = "pithtrain-throughput-v1"
 SPEC_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the datasheet figure
-FRAMEWORKS = ("pithtrain", "pithtrain-compiled", "pithtrain-fp8", "torchtitan-eager", "torchtitan-compiled")
+DEFAULT_FRAMEWORKS = ("pithtrain", "pithtrain-compiled", "pithtrain-fp8", "torchtitan-eager", "torchtitan-compiled")
+# megatron-core 0.19.2 with PyTorch kernels swapped in (benchmarks/megatron_core_run.py): not yet run on a GPU,
+# so only on request.
+FRAMEWORKS = (*DEFAULT_FRAMEWORKS, "megatron-core")
+MEGATRON_MODEL_FIELDS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "num_experts", "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings", "rms_norm_eps",
+    "rope_theta", "norm_topk_prob", "aux_loss_coef",
+)  # fmt: skip
 # The Qwen3MoeCfg field that forces round-robin routing (proposed in NOTES.md); without it pithtrain's
 # balanced runs are recorded as skipped rather than silently run unbalanced.
 BALANCED_KNOB = "force_balanced_routing"
@@ -503,6 +511,57 @@ def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_pa
     return out
 
 
+# ---- megatron-core + torch kernels ----
+
+
+def megatron_spec(cfg, mesh, routing, steps) -> dict:
+    """The run spec benchmarks/megatron_core_run.py reads: the model with pithtrain's Qwen3-MoE field names."""
+    model = {k: v for k, v in cfg["model"].items() if k in MEGATRON_MODEL_FIELDS}
+    return model | {
+        "seq_len": cfg["seq_len"],
+        "sequences_per_gpu": global_batch(cfg, mesh["gpus"]) // mesh["gpus"],
+        "ep": mesh["ep"],
+        "warmup_steps": steps[0],
+        "timed_steps": steps[1],
+        "balanced_routing": routing == "balanced",
+        "seed": SEED,
+    }
+
+
+def megatron_run(cfg, mesh, routing, steps, work: Path, log_path: Path, timeout_s) -> dict:
+    total = steps[0] + steps[1]
+    if cfg["model"]["family"] != "qwen3_moe":
+        return {"status": "skipped", "error": "the megatron-core side maps qwen3_moe only so far"}
+    if mesh["pp"] > 1 or mesh["cp"] > 1 or mesh["nodes"] > 1 or mesh["ep"] not in (1, mesh["gpus"]):
+        return {"status": "skipped", "error": "the megatron-core side covers one host, EP = 1 or all GPUs, so far"}
+    if cfg["micro_batch_size"] * mesh["gpus"] != global_batch(cfg, mesh["gpus"]):
+        return {"status": "skipped", "error": "the megatron-core side runs without gradient accumulation so far"}
+    if version("megatron-core") is None:
+        return {"status": "failed", "error": "megatron-core is not importable (gpu_run.sh installs it from .whl/)"}
+    (work / "spec.json").write_text(json.dumps(megatron_spec(cfg, mesh, routing, steps)))
+    metrics = work / "metrics.jsonl"
+
+    def records() -> list[dict]:
+        if not metrics.is_file():
+            return []
+        return [json.loads(line) for line in metrics.read_text().splitlines() if line.endswith("}")]
+
+    script = REPO / "benchmarks" / "megatron_core_run.py"
+    cmd = [*launcher(mesh, work.name), str(script), "--spec", str(work / "spec.json"), "--metrics", str(metrics)]
+    status, error = run_until(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, work, log_path, lambda: len(records()),
+                              total, timeout_s)  # fmt: skip
+    out = {"status": status, "error": error}
+    kept = [r for r in records() if steps[0] < r["step"] <= total]
+    if status == "ok":
+        out |= {
+            "step_times_s": [r["step_time_s"] for r in kept],
+            "losses": [r["loss"] for r in records()[:total]],
+            "peak_mem_gib": max(r["max_mem_gib"] for r in kept),
+            "peak_mem_kind": "torch.cuda.max_memory_allocated",
+        }
+    return out
+
+
 def to_toml(table: dict) -> str:
     lines = []
     for section, values in table.items():
@@ -518,6 +577,9 @@ def framework_info(name: str) -> dict:
     if name.startswith("pithtrain"):
         variant = "eager" if name == "pithtrain" else name.split("-")[1]
         return {"framework": "pithtrain", "framework_version": pithtrain_version(), "variant": variant}
+    if name == "megatron-core":
+        return {"framework": "megatron-core + torch kernels", "framework_version": version("megatron-core"),
+                "variant": "eager"}  # fmt: skip
     return {"framework": "torchtitan", "framework_version": version("torchtitan"), "variant": name.split("-")[1]}
 
 
@@ -536,6 +598,8 @@ def one_run(cfg, framework, mesh, routing, steps, work_root: Path, logs: Path, i
         elif framework in ("torchtitan-eager", "torchtitan-compiled"):
             compiled = framework == "torchtitan-compiled"
             result = torchtitan_run(cfg, mesh, routing, steps, compiled, work, log_path, timeout_s)
+        elif framework == "megatron-core":
+            result = megatron_run(cfg, mesh, routing, steps, work, log_path, timeout_s)
         else:
             raise AssertionError(framework)
     except RuntimeError as e:
@@ -639,7 +703,7 @@ def parse_args(argv=None):
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--config", help="a table of benchmarks/configs.toml")
-    p.add_argument("--frameworks", default=",".join(FRAMEWORKS), help=f"comma list of {', '.join(FRAMEWORKS)}")
+    p.add_argument("--frameworks", default=",".join(DEFAULT_FRAMEWORKS), help=f"comma list of {', '.join(FRAMEWORKS)}")
     p.add_argument("--balanced-routing", action="store_true", help="force round-robin routing in every framework")
     p.add_argument("--both-routings", action="store_true", help="run natural and balanced routing, alternating")
     p.add_argument("--gpus", help="comma list of GPU counts: the config's meshes with that many GPUs (default: all)")

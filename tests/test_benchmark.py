@@ -185,3 +185,16 @@ def test_torchtitan_side_refuses_what_its_deepseek_model_cannot_match(tmp_path):
         cfg = dict(ds, model=ds["model"] | change)
         with pytest.raises(NotImplementedError, match=reason):
             throughput.torchtitan_flavor_module(cfg, tmp_path)
+
+
+def test_megatron_spec_is_the_configs_shape_and_mesh():
+    """The spec throughput.py hands benchmarks/megatron_core_run.py: pithtrain's field names, no others."""
+    cfg = throughput.load_config("qwen3-30b-a3b-4l")
+    mesh = throughput.mesh_of(cfg["meshes"][1])
+    spec = throughput.megatron_spec(cfg, mesh, "balanced", (3, 8))
+    model = {k: v for k, v in cfg["model"].items() if k != "family"}
+    assert {k: spec[k] for k in model} == model
+    assert spec["ep"] == 2 and spec["sequences_per_gpu"] == 4 and spec["seq_len"] == 4096
+    assert (spec["warmup_steps"], spec["timed_steps"], spec["balanced_routing"]) == (3, 8, True)
+    assert "family" not in spec
+    assert "megatron-core" in throughput.FRAMEWORKS and "megatron-core" not in throughput.DEFAULT_FRAMEWORKS
