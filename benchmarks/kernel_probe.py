@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pithtrain.operators.fp8 import dequantize_1x128, dequantize_128x128, quantize_1x128, quantize_128x128  # noqa: E402
-from pithtrain.operators.fp8_gemm import fp8_grouped_mm, fp8_grouped_mm_triton  # noqa: E402
+from pithtrain.operators.fp8_gemm import fp8_grouped_mm_triton  # noqa: E402
 
 
 def timed(fn, flops: float) -> str:
@@ -82,8 +82,6 @@ def probe_grouped(add) -> None:
     (qx, sx), (qh, sh) = quantize_1x128(x), quantize_1x128(hI)
     (q1, s1), (q2, s2) = (quantize_128x128(w.reshape(-1, w.shape[-1])) for w in (w1, w2))
     q1, s1, q2, s2 = q1.view(w1.shape), s1.view(E, -1, s1.shape[-1]), q2.view(w2.shape), s2.view(E, -1, s2.shape[-1])
-    add("fp8 grouped (Triton) fwd gate_up", timed(lambda: fp8_grouped_mm(qx, sx, q1.mT, s1.mT, offs), f_up))
-    add("fp8 grouped (Triton) fwd down", timed(lambda: fp8_grouped_mm(qh, sh, q2.mT, s2.mT, offs), f_down))
     add("quantize_1x128 [131072,2048] bf16 (bytes: TFLOP/s = TB/s)", timed(lambda: quantize_1x128(x), N * D * 3))
     # The Triton kernel's tile shapes and pipelining at the four products training runs, B in its layouts there
     # (contraction dimension contiguous: dgrad reads the cached transposed weights).

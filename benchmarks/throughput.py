@@ -232,6 +232,13 @@ def stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
+def step_records(metrics: Path) -> list[dict]:
+    """The complete lines of a per-step metrics JSONL that a run is still writing."""
+    if not metrics.is_file():
+        return []
+    return [json.loads(line) for line in metrics.read_text().splitlines() if line.endswith("}")]
+
+
 def run_until(cmd, env, cwd, log_path: Path, steps_seen, total_steps: int, timeout_s: float) -> tuple[str, str]:
     """Start `cmd`, stop it once `steps_seen()` reaches total_steps. Returns (status, detail)."""
     t0 = time.monotonic()
@@ -300,24 +307,19 @@ def pithtrain_run(cfg, mesh, routing, steps, variant: str, work: Path, log_path:
     (work / "pithtrain.toml").write_text(pithtrain_toml(cfg, mesh, routing, variant, run_dir, total, smoke))
     metrics = run_dir / "metrics.jsonl"
 
-    def records() -> list[dict]:
-        if not metrics.is_file():
-            return []
-        return [json.loads(line) for line in metrics.read_text().splitlines() if line.endswith("}")]
-
     cmd = [*launcher(mesh, work.name), "-m", "pithtrain", "train", str(work / "pithtrain.toml")]
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
-    status, error = run_until(cmd, env, REPO, log_path, lambda: len(records()), total, timeout_s)
+    status, error = run_until(cmd, env, REPO, log_path, lambda: len(step_records(metrics)), total, timeout_s)
     out = {"status": status, "error": error}
-    kept = [r for r in records() if warm < r["step"] <= total]
+    kept = [r for r in step_records(metrics) if warm < r["step"] <= total]
     if status == "ok":
         out |= {
             "step_times_s": [r["step_time_s"] for r in kept],
-            "losses": [r["loss"] for r in records()[:total]],
+            "losses": [r["loss"] for r in step_records(metrics)[:total]],
             "peak_mem_gib": max(r["peak_mem_gib"] for r in kept),
             "peak_mem_kind": "torch.cuda.max_memory_allocated" if not smoke else "process peak RSS",
         }
@@ -541,21 +543,16 @@ def megatron_run(cfg, mesh, routing, steps, work: Path, log_path: Path, timeout_
     (work / "spec.json").write_text(json.dumps(megatron_spec(cfg, mesh, routing, steps)))
     metrics = work / "metrics.jsonl"
 
-    def records() -> list[dict]:
-        if not metrics.is_file():
-            return []
-        return [json.loads(line) for line in metrics.read_text().splitlines() if line.endswith("}")]
-
     script = REPO / "benchmarks" / "megatron_core_run.py"
     cmd = [*launcher(mesh, work.name), str(script), "--spec", str(work / "spec.json"), "--metrics", str(metrics)]
-    status, error = run_until(cmd, {**os.environ, "PYTHONUNBUFFERED": "1"}, work, log_path, lambda: len(records()),
-                              total, timeout_s)  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    status, error = run_until(cmd, env, work, log_path, lambda: len(step_records(metrics)), total, timeout_s)
     out = {"status": status, "error": error}
-    kept = [r for r in records() if steps[0] < r["step"] <= total]
+    kept = [r for r in step_records(metrics) if steps[0] < r["step"] <= total]
     if status == "ok":
         out |= {
             "step_times_s": [r["step_time_s"] for r in kept],
-            "losses": [r["loss"] for r in records()[:total]],
+            "losses": [r["loss"] for r in step_records(metrics)[:total]],
             "peak_mem_gib": max(r["max_mem_gib"] for r in kept),
             "peak_mem_kind": "torch.cuda.max_memory_allocated",
         }

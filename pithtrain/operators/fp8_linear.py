@@ -1,5 +1,6 @@
 """FP8 linear layers, y = x W^T with 1x128 activation and 128x128 weight scales (DeepSeek-V3, sec. 3.3): dense
-(attention projections) and grouped (routed experts).
+(attention projections; the head's two matmuls in operators/cross_entropy.py through `matmul_quantized_weight`)
+and grouped (routed experts).
 
 Shapes: M tokens, K input features, N output features; Kb = K / 128 (all three multiples of 128).
 
