@@ -161,6 +161,15 @@ report["experts_dprobs_rel_err"] = rel(p2.grad, p1.grad)
 report["experts_dw_rel_err"] = max(
     rel(experts.gate_up_proj.grad[e], m.linear_fc1.weight.grad) for e, m in enumerate(oracle.local_experts) if e != 1)
 report["expert_params_not_allreduce"] = [p.allreduce for p in experts.parameters()] == [False, False]
+
+# The loss as GPTModel computes it (megatron's native fused cross-entropy) against F.cross_entropy in fp32.
+logits = torch.randn(spec["seq_len"], 2, spec["vocab_size"], dtype=torch.bfloat16)
+labels = torch.randint(0, spec["vocab_size"], (2, spec["seq_len"]))
+loss = model.module.compute_language_model_loss(labels, logits)
+expected = torch.nn.functional.cross_entropy(
+    logits.float().transpose(0, 1).reshape(-1, spec["vocab_size"]), labels.reshape(-1), reduction="none")
+report["loss_fusion"] = [config.cross_entropy_loss_fusion, config.cross_entropy_fusion_impl]
+report["loss_rel_err"] = rel(loss.reshape(-1), expected)
 print("REPORT " + json.dumps(report))
 """
 
@@ -174,6 +183,8 @@ def test_swapped_modules_inside_megatron_match_megatron_oracles(tmp_path):
     assert report["experts_bias_is_none"] and report["expert_params_not_allreduce"]
     for key in ("experts_out_rel_err", "experts_dx_rel_err", "experts_dprobs_rel_err", "experts_dw_rel_err"):
         assert report[key] < 2e-2, (key, report[key])  # bf16: both round the same math in different orders
+    assert report["loss_fusion"] == [True, "native"]
+    assert report["loss_rel_err"] < 1e-5, report["loss_rel_err"]  # both in fp32 from the same bf16 logits
 
 
 def test_use_fused_adamw_switches_megatrons_torch_adamw_to_the_fused_kernel(monkeypatch):
