@@ -18,7 +18,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pithtrain.operators.fp8 import dequantize_1x128, dequantize_128x128, quantize_1x128, quantize_128x128  # noqa: E402
+from pithtrain.operators.fp8 import (  # noqa: E402
+    dequantize_1x128,
+    dequantize_128x128,
+    quantize_1x128,
+    quantize_1x128_triton,
+    quantize_128x128,
+    quantize_128x128_transposed,
+)
 from pithtrain.operators.fp8_gemm import fp8_grouped_mm_triton  # noqa: E402
 
 
@@ -141,6 +148,33 @@ def probe_fp8(add) -> None:
         add(label, result)
 
 
+def probe_quantize(add) -> None:
+    """The quantisers at the step's operands, as bytes moved per second (TFLOP/s column = TB/s): 1x128 over the
+    tile shapes (block_m rows x 128, num_warps), on contiguous and transposed (x.t(), wgrad's) inputs; the
+    128x128 quantiser with the transposes it writes for the backward."""
+    operands = {
+        "experts x [131072,2048]": torch.randn(131072, 2048, device=DEV, dtype=BF16),
+        "head grad logits [8192,151936]": torch.randn(8192, 151936, device=DEV, dtype=BF16),
+        "qkv dy^T [16384,5120].t()": torch.randn(16384, 5120, device=DEV, dtype=BF16).t(),
+        "o x^T [16384,4096].t()": torch.randn(16384, 4096, device=DEV, dtype=BF16).t(),
+    }
+    for name, x in operands.items():
+        for block_m, num_warps in [(16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (128, 8)]:
+            add(f"quantize_1x128 {name} bm{block_m} w{num_warps}", timed(
+                lambda x=x, b=block_m, w=num_warps: quantize_1x128_triton(x, b, True, w), 3 * x.numel()))  # fmt: skip
+        del x
+    operands.clear()
+    for name, shape, group_rows, dtype in [
+        ("experts gate_up [128,1536,2048] fp32", (128 * 1536, 2048), 1536, torch.float32),
+        ("experts down [128,2048,768] fp32", (128 * 2048, 768), 2048, torch.float32),
+        ("head [151936,2048] bf16", (151936, 2048), 151936, BF16),
+    ]:
+        w = torch.randn(*shape, device=DEV, dtype=dtype)
+        moved = w.numel() * (w.element_size() + 2)  # read w, write q and its transpose
+        quantize = lambda w=w, g=group_rows: quantize_128x128_transposed(w, g)  # noqa: E731
+        add(f"quantize_128x128_transposed {name}", timed(quantize, moved))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=None)
@@ -151,7 +185,7 @@ def main() -> int:
         rows.append(f"{name:<58} {result}")
         print(rows[-1], flush=True)
 
-    for probe in (probe_dense, probe_grouped, probe_fp8):
+    for probe in (probe_quantize, probe_dense, probe_grouped, probe_fp8):
         probe(add)
         torch.cuda.empty_cache()
     if args.out:

@@ -129,14 +129,17 @@ def _quantize_128x128_kernel(
     q = _quantize_tile(w, scale, FP8_MAX)
     tl.store(q_ptr + rows[:, None] * K + cols[None, :], q, mask=mask)
     if TRANSPOSE:
+        # Stored as the [128 cols, 128 rows] tile tl.trans(q), rows innermost: the compiler transposes through
+        # shared memory and the writes coalesce (storing q itself wrote single bytes 128 rows apart).
         group, row_in_group = rows // group_rows, rows % group_rows
-        qt_ptrs = qt_ptr + group[:, None] * K * group_rows + cols[None, :] * group_rows + row_in_group[:, None]
-        tl.store(qt_ptrs, q, mask=mask)
+        qt_ptrs = qt_ptr + group[None, :] * K * group_rows + cols[:, None] * group_rows + row_in_group[None, :]
+        tl.store(qt_ptrs, tl.trans(q), mask=tl.trans(mask))
     tl.store(scale_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1), scale)
 
 
-def quantize_1x128_triton(x_MK: torch.Tensor, block_m: int = 16, scales_col_major: bool = False):
-    """x_MK may be strided (x.t() quantises 128x1 along M without a copy); q is contiguous."""
+def quantize_1x128_triton(x_MK: torch.Tensor, block_m: int = 16, scales_col_major: bool = False, num_warps: int = 4):
+    """x_MK may be strided (x.t() quantises 128x1 along M without a copy); q is contiguous. block_m and
+    num_warps: the tile's rows and warps (benchmarks/kernel_probe.py sweeps them)."""
     M, K = x_MK.shape
     Kb = triton.cdiv(K, BLOCK)
     q_MK = torch.empty(M, K, dtype=torch.float8_e4m3fn, device=x_MK.device)
@@ -146,7 +149,7 @@ def quantize_1x128_triton(x_MK: torch.Tensor, block_m: int = 16, scales_col_majo
         grid = (triton.cdiv(M, block_m), Kb)
         _quantize_1x128_kernel[grid](
             x_MK, q_MK, scale, M, K, *x_MK.stride(), BLOCK_M=block_m, SCALES_COL_MAJOR=scales_col_major,
-            FP8_MAX=FP8_MAX, AMAX_FLOOR=AMAX_FLOOR,
+            FP8_MAX=FP8_MAX, AMAX_FLOOR=AMAX_FLOOR, num_warps=num_warps,
         )  # fmt: skip
     return q_MK, scale.t() if scales_col_major else scale
 
