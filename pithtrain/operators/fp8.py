@@ -129,11 +129,9 @@ def _quantize_128x128_kernel(
     q = _quantize_tile(w, scale, FP8_MAX)
     tl.store(q_ptr + rows[:, None] * K + cols[None, :], q, mask=mask)
     if TRANSPOSE:
-        # Stored as the [128 cols, 128 rows] tile tl.trans(q), rows innermost: the compiler transposes through
-        # shared memory and the writes coalesce (storing q itself wrote single bytes 128 rows apart).
         group, row_in_group = rows // group_rows, rows % group_rows
-        qt_ptrs = qt_ptr + group[None, :] * K * group_rows + cols[:, None] * group_rows + row_in_group[None, :]
-        tl.store(qt_ptrs, tl.trans(q), mask=tl.trans(mask))
+        qt_ptrs = qt_ptr + group[:, None] * K * group_rows + cols[None, :] * group_rows + row_in_group[:, None]
+        tl.store(qt_ptrs, q, mask=mask)
     tl.store(scale_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1), scale)
 
 
