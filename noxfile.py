@@ -26,9 +26,10 @@ def lint(session):
 
 @nox.session(venv_backend="none", default=False)  # needs a GPU: never part of a bare `nox`
 def throughput(session):
-    """pithtrain against TorchTitan on a GPU host: `nox -s throughput -- --config qwen3-30b-a3b-4l [...]`.
+    """pithtrain against TorchTitan and megatron-core on a GPU host: `nox -s throughput -- --config NAME [...]`.
 
-    Runs in the calling environment, which must hold a CUDA torch (and TorchTitan for the baselines):
+    Runs in the calling environment, which must hold a CUDA torch (and TorchTitan 0.2.2 and megatron-core 0.19.2
+    for the baselines; a missing one is recorded as skipped):
     a fresh venv would pull the CPU pin above. The GPU machine has no nox: there, run the script itself
     (benchmarks/gpu_run.sh does). Options and method: benchmarks/throughput.py --help, benchmarks/NOTES.md.
     """

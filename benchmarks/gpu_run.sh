@@ -8,8 +8,8 @@
 # 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
 # 5. checks PP2 and EP2 against one GPU with NCCL (benchmarks/engine_check.py) when ENGINE=1;
 # 6. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l) on GPUS (default 1,2: 1 GPU, then EP2), with
-#    FRAMEWORKS (default pithtrain eager, compiled and FP8, TorchTitan eager and compiled; `megatron-core` on
-#    request: benchmarks/megatron_core_run.py, its wheel carried in .whl/), alternating (EXTRA adds
+#    FRAMEWORKS (default throughput.py's: pithtrain eager, compiled and FP8, TorchTitan eager and compiled, and
+#    megatron-core: benchmarks/megatron_core_run.py, its wheel carried in .whl/), alternating (EXTRA adds
 #    options, e.g. --both-routings). An entry NAME:OPTIONS adds options to that config's call alone, e.g.
 #    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
 # 7. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, throughput.txt,
@@ -27,7 +27,7 @@ BUDGET_S=${BUDGET_S:-500}
 STEPS=${STEPS:-3,8}
 EXTRA=${EXTRA:-}
 CONFIGS=${CONFIGS:-qwen3-30b-a3b-4l}
-FRAMEWORKS=${FRAMEWORKS:-pithtrain,pithtrain-compiled,pithtrain-fp8,torchtitan-eager,torchtitan-compiled}
+FRAMEWORKS=${FRAMEWORKS:-pithtrain,pithtrain-compiled,pithtrain-fp8,torchtitan-eager,torchtitan-compiled,megatron-core}
 GPUS=${GPUS:-1,2}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

@@ -1,7 +1,7 @@
-"""Training throughput: pithtrain against TorchTitan, side by side, on the same shapes in one call.
+"""Training throughput: pithtrain against TorchTitan and megatron-core, side by side, on the same shapes in one call.
 
     python3 benchmarks/throughput.py --config qwen3-30b-a3b-4l \
-        [--frameworks pithtrain,torchtitan-eager,torchtitan-compiled] [--balanced-routing] [--gpus 1,2] \
+        [--frameworks pithtrain-compiled,torchtitan-compiled,megatron-core] [--balanced-routing] [--gpus 1,2] \
         [--steps 3,8] [--repeats 1] [--out results/throughput]
     python3 benchmarks/throughput.py --smoke --out /tmp/x      # CPU, tiny model, pithtrain only
 
@@ -17,7 +17,9 @@ pithtrain runs through its own CLI (`python -m pithtrain train <toml>`, data.kin
 read from its metrics.jsonl; TorchTitan through its own trainer (`torchrun -m torchtitan.train`) with its
 Qwen3 MoE model at the same shape (a flavor registered by `--experimental.custom_import`), a generated
 word-level tokenizer over the full vocabulary and a local JSONL corpus of uniformly random words, read
-from its log lines. Each run is stopped once its last timed step is logged (pithtrain would otherwise
+from its log lines; megatron-core ("megatron-core + torch kernels") through benchmarks/megatron_core_run.py,
+read from its metrics JSONL (Qwen3-MoE shapes only; skipped, with the reason, where megatron-core is not
+importable). Each run is stopped once its last timed step is logged (pithtrain would otherwise
 write a full checkpoint at max_steps). One JSONL record per run goes to <out>/<call id>.jsonl.
 """
 
@@ -46,10 +48,10 @@ sys.path.insert(0, str(REPO))
 CONFIGS = REPO / "benchmarks" / "configs.toml"
 SCHEMA = "pithtrain-throughput-v1"
 SPEC_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the datasheet figure
-DEFAULT_FRAMEWORKS = ("pithtrain", "pithtrain-compiled", "pithtrain-fp8", "torchtitan-eager", "torchtitan-compiled")
-# megatron-core 0.19.2 with PyTorch kernels swapped in (benchmarks/megatron_core_run.py): not yet run on a GPU,
-# so only on request.
-FRAMEWORKS = (*DEFAULT_FRAMEWORKS, "megatron-core")
+# megatron-core: megatron-core 0.19.2 with PyTorch kernels swapped in (benchmarks/megatron_core_run.py).
+FRAMEWORKS = (
+    "pithtrain", "pithtrain-compiled", "pithtrain-fp8", "torchtitan-eager", "torchtitan-compiled", "megatron-core"
+)  # fmt: skip
 MEGATRON_MODEL_FIELDS = (
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
     "num_experts", "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings", "rms_norm_eps",
@@ -539,7 +541,8 @@ def megatron_run(cfg, mesh, routing, steps, work: Path, log_path: Path, timeout_
     if cfg["micro_batch_size"] * mesh["gpus"] != global_batch(cfg, mesh["gpus"]):
         return {"status": "skipped", "error": "the megatron-core side runs without gradient accumulation so far"}
     if version("megatron-core") is None:
-        return {"status": "failed", "error": "megatron-core is not importable (gpu_run.sh installs it from .whl/)"}
+        return {"status": "skipped", "error": "megatron-core is not importable: pip install megatron-core==0.19.2 "
+                "(Python >= 3.12; gpu_run.sh installs it from .whl/)"}  # fmt: skip
     (work / "spec.json").write_text(json.dumps(megatron_spec(cfg, mesh, routing, steps)))
     metrics = work / "metrics.jsonl"
 
@@ -700,7 +703,7 @@ def parse_args(argv=None):
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--config", help="a table of benchmarks/configs.toml")
-    p.add_argument("--frameworks", default=",".join(DEFAULT_FRAMEWORKS), help=f"comma list of {', '.join(FRAMEWORKS)}")
+    p.add_argument("--frameworks", default=",".join(FRAMEWORKS), help=f"comma list of {', '.join(FRAMEWORKS)}")
     p.add_argument("--balanced-routing", action="store_true", help="force round-robin routing in every framework")
     p.add_argument("--both-routings", action="store_true", help="run natural and balanced routing, alternating")
     p.add_argument("--gpus", help="comma list of GPU counts: the config's meshes with that many GPUs (default: all)")

@@ -197,4 +197,15 @@ def test_megatron_spec_is_the_configs_shape_and_mesh():
     assert spec["ep"] == 2 and spec["sequences_per_gpu"] == 4 and spec["seq_len"] == 4096
     assert (spec["warmup_steps"], spec["timed_steps"], spec["balanced_routing"]) == (3, 8, True)
     assert "family" not in spec
-    assert "megatron-core" in throughput.FRAMEWORKS and "megatron-core" not in throughput.DEFAULT_FRAMEWORKS
+    assert throughput.parse_args(["--config", "qwen3-30b-a3b-4l"]).frameworks.split(",")[-1] == "megatron-core"
+
+
+def test_megatron_run_is_skipped_with_the_reason_where_megatron_core_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(throughput, "version", lambda dist: None if dist == "megatron-core" else "1")
+    cfg = throughput.load_config("qwen3-30b-a3b-4l")
+    mesh = throughput.mesh_of(cfg["meshes"][0])
+    result = throughput.megatron_run(cfg, mesh, "natural", (1, 1), tmp_path, tmp_path / "log", 10)
+    assert result["status"] == "skipped" and "pip install megatron-core==0.19.2" in result["error"]
+    deepseek = throughput.load_config("deepseek-v2-lite-6l")
+    result = throughput.megatron_run(deepseek, mesh, "natural", (1, 1), tmp_path, tmp_path / "log", 10)
+    assert result["status"] == "skipped" and "qwen3_moe only" in result["error"]
