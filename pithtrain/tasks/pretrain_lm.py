@@ -86,11 +86,12 @@ def check_layout(cfg: PretrainLMCfg, family) -> None:
     if tc.precision == "fp8":
         if m.family != "qwen3_moe":
             raise ConfigError(f'training.precision = "fp8" supports model.family = "qwen3_moe" only, not "{m.family}".')
-        widths = {"hidden_size": m.hidden_size, "moe_intermediate_size": m.moe_intermediate_size}
-        widths |= {"vocab_size": m.vocab_size}
-        widths |= {"num_key_value_heads x head_dim": m.num_key_value_heads * m.head_dim}
-        widths |= {
-            "micro_batch_size x seq_len / context_parallel_size": tc.micro_batch_size * cfg.data.seq_len // d.cp_size
+        widths = {
+            "hidden_size": m.hidden_size,
+            "moe_intermediate_size": m.moe_intermediate_size,
+            "vocab_size": m.vocab_size,
+            "num_key_value_heads x head_dim": m.num_key_value_heads * m.head_dim,
+            "micro_batch_size x seq_len / context_parallel_size": tc.micro_batch_size * cfg.data.seq_len // d.cp_size,
         }
         for name, width in widths.items():
             if width % 128:
