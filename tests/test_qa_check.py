@@ -80,6 +80,7 @@ def test_span_over_40_lines_establishes_nothing(ws):
 def test_missing_words_fail(ws):
     fails = verdict(ws, "pkg/mesh.py:5 pkg/mesh.py:30", prose="The mesh has two axes; dp is one (apply).")
     assert fails == ["FAIL: mesh-call: the final answer does not use the word(s) pp"]
+    assert verdict(ws, "pkg/mesh.py:5 pkg/mesh.py:30", prose="Axes: PP_size.") == []
 
 
 def test_only_the_block_counts(ws):

@@ -4,7 +4,7 @@ A task's key.toml holds, per framework, a few facts a correct answer must establ
 established when the answer's final-answer block cites a file matching the fact's `file` (path or
 fnmatch glob) at lines whose range, widened by SLACK lines, holds a line matching the fact's
 `pattern` (a case-sensitive regex, as code is), and the block uses every one of the fact's `words`
-(case-insensitive, whole words). A citation of a file or a line that does not exist fails the answer
+(case-insensitive, not inside a longer run of letters and digits: `ep` counts in `ep_group`, not in `step`). A citation of a file or a line that does not exist fails the answer
 whatever else it gets right. A citation spanning more than MAX_SPAN lines establishes nothing: it
 would let a whole file stand in for the line that matters.
 
@@ -178,7 +178,8 @@ def _resolve(c: Citation, workspace: Path, cache: dict[str, list[str] | None]) -
 
 
 def _has_word(text: str, word: str) -> bool:
-    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", text, re.IGNORECASE) is not None
+    # Underscore is a boundary, so an answer naming `_unflatten` or `pp_size` uses the word.
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", text, re.IGNORECASE) is not None
 
 
 def check(key: Key, workspace: Path, message: str) -> list[str]:
