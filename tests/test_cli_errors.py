@@ -103,9 +103,121 @@ def test_corrupt_checkpoint_is_refused_and_kept(tiny_config, tmp_path, capsys):
         f.write_bytes(b"garbage")
     before = {p: p.read_bytes() for p in step_dir.rglob("*") if p.is_file()}
     code, err = run_cli(["train", path, "--set", "training.max_steps=3"], capsys)
-    assert code == 2 and "could not be loaded" in err and "corrupt" in err
+    assert code == 2 and "step-00000002' is corrupt" in err and "bytes, saved as" in err
     assert {p: p.read_bytes() for p in step_dir.rglob("*") if p.is_file()} == before
     assert (tmp_path / "run" / "checkpoints" / "latest").read_text() == "step-00000002"
+
+
+def test_flipped_byte_fails_the_checksum(tiny_config, tmp_path, capsys):
+    """Same size, one byte changed: refused before anything is loaded, naming the file."""
+    path = tiny_config(max_steps=2)
+    assert main(["train", str(path)]) == 0
+    (distcp,) = (tmp_path / "run" / "checkpoints" / "step-00000002").glob("*.distcp")
+    data = bytearray(distcp.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    distcp.write_bytes(bytes(data))
+    code, err = run_cli(["train", path, "--set", "training.max_steps=3"], capsys)
+    assert code == 2 and f"'{distcp}' fails its CRC32 checksum" in err, err
+
+
+def test_load_error_that_is_not_corruption(tiny_config, tmp_path, monkeypatch):
+    """An error after the integrity checks (here a simulated out-of-memory) is raised as it is, with a note
+    that keeps the user from deleting a good checkpoint."""
+    from pithtrain.modules import checkpoint
+
+    path = tiny_config(max_steps=2)
+    assert main(["train", str(path)]) == 0
+
+    def oom(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(checkpoint.dcp, "load", oom)
+    with pytest.raises(RuntimeError, match="out of memory") as e:
+        main(["train", str(path), "--set", "training.max_steps=3"])
+    notes = " ".join(getattr(e.value, "__notes__", []))
+    assert "not corruption, keep the checkpoint" in notes and "delete" not in notes
+
+
+@pytest.mark.parametrize(
+    "index_edit, message",
+    [
+        (lambda i: [i], "it holds a JSON list, not an object"),
+        (lambda i: {k: v for k, v in i.items() if k != "max_token_id"}, "field 'max_token_id' is 'missing'"),
+        (lambda i: i | {"dtype": "float99"}, "field 'dtype' is 'float99'; allowed: 'uint16', 'uint32'"),
+        (lambda i: i | {"shards": [{"file": "x.bin"}]}, "field 'shards[0]' is {'file': 'x.bin'}"),
+    ],
+)
+def test_bad_token_index(tiny_config, tmp_path, capsys, index_edit, message):
+    shutil.copytree(TINY_TOKENS, tmp_path / "t")
+    index = json.loads((tmp_path / "t" / "index.json").read_text())
+    (tmp_path / "t" / "index.json").write_text(json.dumps(index_edit(index)))
+    path = tiny_config(max_steps=2)
+    path.write_text(path.read_text().replace(str(TINY_TOKENS), str(tmp_path / "t")))
+    code, err = run_cli(["train", path], capsys)
+    assert code == 2 and "index.json' is not a pithtrain token index: " + message in err, err
+    assert files_under(tmp_path / "run") == []
+
+
+def test_altered_shard_refused_before_anything_is_written(tiny_config, tmp_path, capsys):
+    shutil.copytree(TINY_TOKENS, tmp_path / "t")
+    shard = tmp_path / "t" / "tokens-00000.bin"
+    data = bytearray(shard.read_bytes())
+    data[-2:] = (4000).to_bytes(2, "little")  # the last sample: read only at the end of an epoch
+    shard.write_bytes(bytes(data))
+    path = tiny_config(max_steps=2)
+    path.write_text(path.read_text().replace(str(TINY_TOKENS), str(tmp_path / "t")))
+    code, err = run_cli(["train", path], capsys)
+    assert code == 2 and f"shard '{shard}' holds token id 4000" in err, err
+    assert files_under(tmp_path / "run") == []
+
+
+def test_corrupt_tokenizer_json(tmp_path, capsys):
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text('{"version": "1.0", "model": ')
+    (tmp_path / "a.txt").write_text("hello")
+    code, err = run_cli(
+        ["tokenize", tmp_path / "a.txt", "--tokenizer", tmp_path / "tok", "--output", tmp_path / "o"], capsys
+    )
+    assert code == 2 and "tokenizer.json' is not a readable tokenizer" in err and "--tokenizer" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_user_files_checked_without_assert(tmp_path):
+    """`python -O` strips asserts: with the modules compiled as -O compiles them, a meta.json and an index.json of
+    the wrong format are still refused."""
+    from pithtrain.config import UserInputError
+    from pithtrain.modules import checkpoint, data
+
+    def without_asserts(module):
+        namespace = {"__name__": module.__name__}
+        exec(compile(open(module.__file__).read(), module.__file__, "exec", optimize=1), namespace)
+        return namespace
+
+    (tmp_path / "step-00000001").mkdir()
+    (tmp_path / "step-00000001" / "meta.json").write_text(json.dumps({"format": "other", "model": {}}))
+    (tmp_path / "index.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(UserInputError, match="is not a pithtrain checkpoint's meta.json"):
+        without_asserts(checkpoint)["read_meta"](tmp_path / "step-00000001")
+    with pytest.raises(UserInputError, match="field 'format' is 'other'"):
+        without_asserts(data)["TokenShardDataset"](str(tmp_path), 8, 64)
+
+
+def test_weights_only_checkpoint_is_not_resumed(tiny_config, tmp_path, capsys):
+    import dataclasses
+
+    import torch
+
+    from pithtrain.models import model_family
+    from pithtrain.modules.checkpoint import save_checkpoint
+    from pithtrain.tasks.pretrain_lm import load_pretrain_cfg, make_model
+
+    path = tiny_config(max_steps=2)
+    cfg = load_pretrain_cfg(path)
+    model, _ = make_model(cfg, model_family("qwen3_moe"), torch.device("cpu"))
+    meta = {"model": dataclasses.asdict(cfg.model), "consumed_samples": 0}
+    save_checkpoint(tmp_path / "run" / "checkpoints", 0, model, None, meta, 1)
+    code, err = run_cli(["train", path], capsys)
+    assert code == 2 and "holds model weights only" in err and "checkpoint.init_from" in err, err
 
 
 def test_checkpoint_of_another_model_is_refused(tiny_config, tmp_path, capsys):

@@ -42,8 +42,8 @@ def test_resume_is_exact(tiny_config, tmp_path, monkeypatch):
     resumed = run(config, f'run_dir="{tmp_path / "b"}"')
     assert resumed == straight[5:]
     metrics = [json.loads(line) for line in open(tmp_path / "b" / "metrics.jsonl")]
-    first_five = [m["loss"] for m in metrics[:5]]
-    assert first_five == straight[:5] and [m["step"] for m in metrics[6:]] == list(range(6, 11))
+    # step 6 ran twice (before the crash and after the resume): the file holds it once, the resumed run's
+    assert [m["step"] for m in metrics] == list(range(1, 11)) and [m["loss"] for m in metrics] == straight
 
 
 def test_gradient_accumulation_matches_one_big_batch(tiny_config, tmp_path):
@@ -79,6 +79,44 @@ def test_interrupted_save_leaves_previous_checkpoint(tiny_config, tmp_path, monk
     monkeypatch.setattr(checkpoint_module.dcp, "save", real_save)
     losses = run(config, "training.max_steps=3")  # resumes from step 2, cleans the leftover
     assert len(losses) == 1 and not list(ckpt.glob(".tmp-*"))
+
+
+def snapshot(directory):
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in directory.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("pointer", ["deleted", "stale"])
+def test_newest_complete_checkpoint_is_resumed_never_overwritten(tiny_config, tmp_path, capsys, pointer):
+    """A complete step-00000004 whose `latest` pointer is gone (deleted by hand) or still names step-00000002 (a
+    crash between the rename and the pointer update): the run resumes from step 4, says so, and leaves it intact."""
+    config = tiny_config(max_steps=4, extra="[checkpoint]\ninterval = 2\nkeep_last = 5\n")
+    run(config)
+    ckpt = tmp_path / "run" / "checkpoints"
+    if pointer == "deleted":
+        (ckpt / "latest").unlink()
+    else:
+        (ckpt / "latest").write_text("step-00000002")
+    step4 = snapshot(ckpt / "step-00000004")
+    capsys.readouterr()
+    resumed = run(config, "training.max_steps=6")
+    out = capsys.readouterr().out
+    assert "step-00000004" in out.split("resumed from")[0] and "resumed from" in out, out
+    assert snapshot(ckpt / "step-00000004") == step4
+    assert len(resumed) == 2 and (ckpt / "latest").read_text() == "step-00000006"
+
+
+def test_schedule_change_on_resume_is_reported(tiny_config, capsys):
+    config = tiny_config(max_steps=4, extra="[checkpoint]\ninterval = 2\n")
+    run(config)
+    capsys.readouterr()
+    run(config, "training.max_steps=6")
+    out = capsys.readouterr().out
+    new, old = lr_at(4, TrainingCfg(max_steps=6, lr=1e-2, min_lr=1e-3, warmup_steps=2)), 1e-3
+    assert "(training.max_steps: 4 -> 6). Steps 1-4 ran under the old schedule" in out, out
+    assert f"from step 5 the new one applies (its lr {new:.3e}, against {old:.3e} under the old)" in out, out
+    capsys.readouterr()
+    run(config, "training.max_steps=6")  # resumed at 6 = max_steps: the schedule is the saved one, nothing to say
+    assert "schedule differs" not in capsys.readouterr().out
 
 
 def test_keep_last_prunes_old_checkpoints(tiny_config, tmp_path):

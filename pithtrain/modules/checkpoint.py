@@ -1,10 +1,15 @@
 """Checkpoints with PyTorch Distributed Checkpoint (DCP), written atomically.
 
 Layout of a checkpoint directory:
-    <dir>/step-00000100/   DCP files (model, optimizer, RNG) + meta.json (format, model config, step, data position)
+    <dir>/step-00000100/   DCP files (model, optimizer, RNG) + meta.json (format, model config, step, data position,
+                           learning-rate schedule, each file's size and CRC32)
     <dir>/latest           name of the newest complete checkpoint, replaced last
 A save goes to `<dir>/.tmp-step-.../` and is renamed into place only when complete, then `latest`
 is swapped with os.replace; a crash at any point leaves the previous checkpoint and pointer intact.
+A step-* directory with meta.json is complete: resuming takes the newest one even where `latest` is
+missing or older (a crash between the rename and the pointer update), and a save never replaces one.
+Loading first checks every file against meta.json (present, size, CRC32) and DCP's metadata: a failure
+there is corruption (`CorruptCheckpointError`); any later error is not, and is raised as it is.
 """
 
 import dataclasses
@@ -13,13 +18,13 @@ import os
 import shutil
 import time
 import warnings
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 from torch.distributed.tensor import DTensor
 
@@ -33,6 +38,10 @@ warnings.filterwarnings("ignore", message="torch.distributed is disabled")
 
 class CheckpointError(UserInputError):
     pass
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint's files differ from what was saved (missing, short, checksum mismatch, unreadable metadata)."""
 
 
 @dataclass
@@ -49,32 +58,54 @@ class CheckpointCfg:
     """A checkpoint (e.g. from `pithtrain convert hf-to-pithtrain`) whose model weights start a new run."""
 
 
+def _is_complete(path: Path) -> bool:
+    return path.is_dir() and (path / "meta.json").is_file()
+
+
 def latest_checkpoint(ckpt_dir: str | Path) -> Path | None:
-    pointer = Path(ckpt_dir) / "latest"
+    """The checkpoint to resume from: the newest complete step-* directory. A `latest` pointer that names a
+    missing one is refused (someone deleted it); one that is absent or older is reported and passed over."""
+    ckpt_dir = Path(ckpt_dir)
+    pointer = ckpt_dir / "latest"
+    complete = sorted(p for p in ckpt_dir.glob("step-*") if _is_complete(p))
+    newest = complete[-1] if complete else None
     if not pointer.is_file():
-        return None
-    path = Path(ckpt_dir) / pointer.read_text().strip()
-    if not (path / "meta.json").is_file():
+        if newest is not None and distributed.rank == 0:
+            print(f"'{ckpt_dir}' has no 'latest' pointer; using its newest complete checkpoint, {newest.name}",
+                  flush=True)  # fmt: skip
+        return newest
+    path = ckpt_dir / pointer.read_text().strip()
+    if not _is_complete(path):
         raise CheckpointError(
             f"checkpoint pointer '{pointer}' names '{path.name}', which is missing or incomplete. "
             f"Point 'latest' at a complete step-* directory, or move the checkpoint directory away to start fresh."
         )
+    if newest.name > path.name:
+        if distributed.rank == 0:
+            print(f"checkpoint pointer '{pointer}' names {path.name}, but {newest.name} is complete and newer "
+                  f"(a save interrupted before the pointer moved); using {newest.name}", flush=True)  # fmt: skip
+        return newest
     return path
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    if (path / "latest").is_file():
-        path = latest_checkpoint(path)
+    if (path / "latest").is_file() or (path.is_dir() and not (path / "meta.json").exists()):
+        path = latest_checkpoint(path) or path
+    meta_file = path / "meta.json"
     try:
-        meta = json.loads((path / "meta.json").read_text())
-        assert meta["format"] == CHECKPOINT_FORMAT
-        return meta | {"path": str(path)}
-    except (OSError, ValueError, KeyError, AssertionError) as e:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError) as e:
         raise CheckpointError(
             f"'{path}' is not a readable pithtrain checkpoint ({e!r}): expected a step-* directory with "
             f"meta.json, or a checkpoint directory with a 'latest' pointer."
         ) from e
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT or not isinstance(meta.get("model"), dict):
+        raise CheckpointError(
+            f"'{meta_file}' is not a pithtrain checkpoint's meta.json (expected an object with format = "
+            f"{CHECKPOINT_FORMAT!r} and a model table). Point at a checkpoint written by pithtrain."
+        )
+    return meta | {"path": str(path)}
 
 
 def check_model_matches(meta: dict[str, Any], model_cfg: Any) -> None:
@@ -92,6 +123,60 @@ def check_model_matches(meta: dict[str, Any], model_cfg: Any) -> None:
 def _barrier() -> None:
     if distributed.world_size > 1:
         torch.distributed.barrier()
+
+
+def _gather(mine: list) -> list:
+    """Every rank's list, concatenated in rank order (shared work split by rank, result known to all)."""
+    if distributed.world_size == 1:
+        return mine
+    parts = [None] * distributed.world_size
+    torch.distributed.all_gather_object(parts, mine)
+    return [x for part in parts for x in part]
+
+
+def file_crc32(path: Path) -> tuple[int, int]:
+    """(size in bytes, CRC32) of a file, read in 16 MiB blocks."""
+    crc, size, buf = 0, 0, bytearray(1 << 24)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            crc, size = zlib.crc32(memoryview(buf)[:n], crc), size + n
+    return size, crc
+
+
+def _checksums(directory: Path) -> dict[str, dict[str, int]]:
+    """Size and CRC32 of every file DCP wrote, the files split across ranks."""
+    names = sorted(p.name for p in directory.iterdir() if p.is_file())
+    mine = [(n, *file_crc32(directory / n)) for n in names[distributed.rank :: distributed.world_size]]
+    return {n: {"bytes": size, "crc32": crc} for n, size, crc in _gather(mine)}
+
+
+def verify_checkpoint(path: str | Path) -> bool:
+    """Check every file against meta.json (present, size, CRC32) and DCP's metadata; CorruptCheckpointError
+    names each file that differs. Returns False for a checkpoint saved without checksums (nothing to check)."""
+    path = Path(path)
+    files = read_meta(path).get("files")
+    problems = []
+    for name in sorted(files or {})[distributed.rank :: distributed.world_size]:
+        f, want = path / name, files[name]
+        if not f.is_file():
+            problems.append(f"'{f}' is missing")
+        elif f.stat().st_size != want["bytes"]:
+            problems.append(f"'{f}' is {f.stat().st_size} bytes, saved as {want['bytes']}")
+        elif file_crc32(f)[1] != want["crc32"]:
+            problems.append(f"'{f}' fails its CRC32 checksum (its bytes changed after the save)")
+    problems = _gather(problems)
+    if not problems:
+        try:
+            dcp.FileSystemReader(str(path)).read_metadata()
+        except Exception as e:  # any unpickling failure: the metadata file is damaged
+            problems.append(f"'{path / '.metadata'}' is unreadable ({type(e).__name__})")
+    if problems:
+        raise CorruptCheckpointError(
+            f"checkpoint '{path}' is corrupt: {'; '.join(problems)}. Its weights cannot be trusted. Resume from "
+            f"an earlier checkpoint (move this step directory away; the newest remaining complete one is used) or "
+            f"point checkpoint.dir elsewhere."
+        )
+    return files is not None
 
 
 def _canonical(model, optimizer) -> dict[str, Any]:
@@ -139,17 +224,21 @@ def save_checkpoint(ckpt_dir: str | Path, step: int, model, optimizer, meta: dic
     ckpt_dir = Path(ckpt_dir)
     name = f"step-{step:08d}"
     tmp, final = ckpt_dir / f".tmp-{name}", ckpt_dir / name
+    if final.exists():  # resuming always starts from the newest complete checkpoint, so this is someone else's
+        raise CheckpointError(
+            f"'{final}' already exists and is never overwritten. Move it away, or use another checkpoint.dir."
+        )
     if distributed.rank == 0:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)  # leftovers of a crashed save
     _barrier()
     dcp.save(_canonical(model, optimizer), checkpoint_id=str(tmp))
     _barrier()
+    files = _checksums(tmp)
     if distributed.rank == 0:
         meta = {"format": CHECKPOINT_FORMAT, "step": step, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")} | meta
+        meta |= {"has_optimizer": optimizer is not None, "files": files}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if final.exists():  # re-saving a step (a resumed run that ends where it started): replace it
-            shutil.rmtree(final)
         os.rename(tmp, final)
         pointer_tmp = ckpt_dir / ".latest.tmp"
         pointer_tmp.write_text(name)
@@ -161,14 +250,21 @@ def save_checkpoint(ckpt_dir: str | Path, step: int, model, optimizer, meta: dic
 
 
 def load_checkpoint(path: str | Path, model, optimizer=None) -> None:
-    """Load model weights (and optimizer state and RNG, when an optimizer is given) in place, on any mesh."""
+    """Load model weights (and optimizer state and RNG, when an optimizer is given) in place, on any mesh.
+    Corruption raises CorruptCheckpointError before anything is read into the model; an error after the checks
+    passed (out of memory, a bug) propagates unchanged, with a note that the checkpoint itself is intact."""
+    verified = verify_checkpoint(path)
+    state = _canonical(model, optimizer)
     try:
-        state = _canonical(model, optimizer)
         dcp.load(state, checkpoint_id=str(path))
-        if optimizer is not None:
-            torch.set_rng_state(state["rng"]["cpu"])
-    except (CheckpointException, RuntimeError, ValueError, KeyError, OSError, EOFError) as e:
-        raise CheckpointError(
-            f"checkpoint '{path}' could not be loaded ({type(e).__name__}: {str(e)[:300]}). It is corrupt or "
-            f"incomplete: point checkpoint.dir elsewhere, or delete this step directory and its 'latest' pointer."
-        ) from e
+    except Exception as e:
+        e.add_note(
+            f"pithtrain: checkpoint '{path}' passed its integrity checks (every file present, sizes and CRC32 as "
+            f"saved, metadata readable): this error is not corruption, keep the checkpoint."
+            if verified
+            else f"pithtrain: checkpoint '{path}' has no checksums (saved by an older version), so corruption "
+            f"cannot be told from other errors: keep it until the error above is understood."
+        )
+        raise
+    if optimizer is not None:
+        torch.set_rng_state(state["rng"]["cpu"])

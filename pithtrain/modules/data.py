@@ -38,7 +38,30 @@ class DataCfg:
             )
 
 
+def _index_problem(index) -> str | None:
+    """What is wrong with a parsed index.json, naming the field, or None."""
+    if not isinstance(index, dict):
+        return f"it holds a JSON {type(index).__name__}, not an object"
+    if index.get("format") != TOKENS_FORMAT:
+        return f"field 'format' is {index.get('format')!r}, not {TOKENS_FORMAT!r}"
+    if index.get("dtype") not in ("uint16", "uint32"):
+        return f"field 'dtype' is {index.get('dtype')!r}; allowed: 'uint16', 'uint32'"
+    for key in ("num_tokens", "max_token_id"):
+        if type(index.get(key)) is not int or index[key] < 0:
+            return f"field '{key}' is {index.get(key, 'missing')!r}, not a non-negative integer"
+    shards = index.get("shards")
+    if not isinstance(shards, list) or not shards:
+        return f"field 'shards' is {shards!r}, not a non-empty list"
+    for i, shard in enumerate(shards):
+        ok = isinstance(shard, dict) and isinstance(shard.get("file"), str) and type(shard.get("num_tokens")) is int
+        if not ok or shard["num_tokens"] < 0 or "/" in shard["file"]:
+            return f"field 'shards[{i}]' is {shard!r}, not {{'file': NAME in the directory, 'num_tokens': INT >= 0}}"
+    return None
+
+
 class TokenShardDataset:
+    """Every shard's size and token range are checked here, before the run writes anything."""
+
     def __init__(self, path: str, seq_len: int, vocab_size: int):
         root = Path(path)
         index_file = root / "index.json"
@@ -49,18 +72,19 @@ class TokenShardDataset:
             )
         try:
             index = json.loads(index_file.read_text())
-            assert index["format"] == TOKENS_FORMAT
-        except (ValueError, KeyError, AssertionError) as e:
-            raise DataError(
-                f"'{index_file}' is not a pithtrain token index ({e!r}). Re-run `pithtrain tokenize`."
-            ) from e
+        except ValueError as e:
+            index, problem = None, f"it is not valid JSON ({e})"
+        else:
+            problem = _index_problem(index)
+        if problem:
+            raise DataError(f"'{index_file}' is not a pithtrain token index: {problem}. Re-run `pithtrain tokenize`.")
         if index["max_token_id"] >= vocab_size:
             raise DataError(
                 f"data.path = '{path}' holds token id {index['max_token_id']}, but model.vocab_size = {vocab_size}. "
                 f"Use a model whose vocab_size exceeds every token id (the tokenizer's vocabulary is "
                 f"{index.get('tokenizer_vocab_size', 'unknown')}), or re-tokenize with a smaller tokenizer."
             )
-        self.seq_len, self.vocab_size = seq_len, vocab_size
+        self.seq_len = seq_len
         self.shards, self.starts = [], []
         total = 0
         for shard in index["shards"]:
@@ -68,7 +92,13 @@ class TokenShardDataset:
             expected = shard["num_tokens"] * np.dtype(index["dtype"]).itemsize
             if not file.is_file() or file.stat().st_size != expected:
                 raise DataError(f"shard '{file}' is missing or not {expected} bytes long. Re-run `pithtrain tokenize`.")
-            tokens = np.memmap(file, dtype=index["dtype"], mode="r")
+            tokens = np.memmap(file, dtype=index["dtype"], mode="r") if expected else np.zeros(0, index["dtype"])
+            top = int(tokens.max()) if len(tokens) else -1  # one vectorised pass: the index may not match the bytes
+            if top >= vocab_size:
+                raise DataError(
+                    f"shard '{file}' holds token id {top} >= model.vocab_size = {vocab_size}, though index.json says "
+                    f"the largest is {index['max_token_id']}: the shard was altered. Re-run `pithtrain tokenize`."
+                )
             n = (len(tokens) - 1) // seq_len
             if n > 0:
                 self.shards.append(tokens)
@@ -87,10 +117,7 @@ class TokenShardDataset:
     def __getitem__(self, i: int) -> torch.Tensor:
         s = int(np.searchsorted(self.starts, i, side="right")) - 1
         offset = (i - self.starts[s]) * self.seq_len
-        window = torch.from_numpy(self.shards[s][offset : offset + self.seq_len + 1].astype(np.int64))
-        if int(window.max()) >= self.vocab_size:  # the index said otherwise: the shard was altered
-            raise DataError(f"sample {i} holds token id {int(window.max())} >= model.vocab_size = {self.vocab_size}.")
-        return window
+        return torch.from_numpy(self.shards[s][offset : offset + self.seq_len + 1].astype(np.int64))
 
 
 class SyntheticDataset:

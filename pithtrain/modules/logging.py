@@ -26,16 +26,35 @@ def peak_memory_gib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux: process peak RSS
 
 
+def truncate_metrics(path: Path, last_step: int) -> None:
+    """Drop the records after `last_step` (steps a crashed run took past its last checkpoint, which the resumed run
+    takes again); the file is replaced atomically."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text().splitlines(keepends=True):
+        try:
+            if json.loads(line)["step"] <= last_step:
+                kept.append(line)
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut off by a crash mid-write
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(kept))
+    tmp.replace(path)
+
+
 class ProgressLogger:
     """Times steps and writes one JSON line per step to `<run_dir>/metrics.jsonl`. `tokens` is the global batch's;
-    MFU is per device (the world's tokens/s over `num_devices`)."""
+    MFU is per device (the world's tokens/s over `num_devices`). A run that starts at `start_step` (a resume, or 0)
+    first drops the records after it."""
 
     def __init__(
         self, cfg: LoggingCfg, run_dir: Path, flops_per_token: float, device: torch.device, max_steps: int,
-        num_devices: int = 1,
+        num_devices: int = 1, start_step: int = 0,
     ):  # fmt: skip
         self.cfg, self.device, self.max_steps, self.num_devices = cfg, device, max_steps, num_devices
         self.flops_per_token = flops_per_token
+        truncate_metrics(run_dir / "metrics.jsonl", start_step)
         self.metrics_file = open(run_dir / "metrics.jsonl", "a")
         self.last_time = time.perf_counter()
         self.step_times: list[float] = []

@@ -1,5 +1,6 @@
 """Optimizer, learning-rate schedules and the knobs of one optimizer step."""
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -12,7 +13,8 @@ from pithtrain.config import ConfigError, NonNegative, Positive, Range
 @dataclass
 class TrainingCfg:
     max_steps: Positive = 100
-    """Optimizer steps to run in total (a resumed run continues up to this step)."""
+    """Optimizer steps to run in total (a resumed run continues up to this step; changing it, or another schedule
+    key, on resume changes the learning rate of the remaining steps, and the run says so)."""
     global_batch_size: Positive = 8
     """Sequences per optimizer step."""
     micro_batch_size: Positive = 8
@@ -78,6 +80,29 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainingCfg) -> torch.optim.Adam
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     fused = all(p.is_cuda for p in model.parameters()) or None
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps, fused=fused)
+
+
+SCHEDULE_KEYS = ("max_steps", "lr", "min_lr", "warmup_steps", "lr_schedule", "wsd_decay_fraction")
+
+
+def schedule_of(cfg: TrainingCfg) -> dict:
+    """The keys that decide every step's learning rate (stored in each checkpoint)."""
+    return {k: getattr(cfg, k) for k in SCHEDULE_KEYS}
+
+
+def schedule_change(saved: dict, cfg: TrainingCfg, step: int) -> str | None:
+    """What resuming at `step` under `cfg` does to a run whose checkpoint holds the schedule `saved`, or None."""
+    changed = [k for k in SCHEDULE_KEYS if k in saved and saved[k] != getattr(cfg, k)]
+    if not changed:
+        return None
+    before = lr_at(step, dataclasses.replace(cfg, **{k: saved[k] for k in changed}))
+    return (
+        f"the learning-rate schedule differs from the checkpoint's "
+        f"({', '.join(f'training.{k}: {saved[k]!r} -> {getattr(cfg, k)!r}' for k in changed)}). Steps 1-{step} ran "
+        f"under the old schedule; from step {step + 1} the new one applies (its lr {lr_at(step, cfg):.3e}, against "
+        f"{before:.3e} under the old), so this run is not the one the checkpoint's settings would have made. "
+        f"Keep those keys as they were to continue it exactly."
+    )
 
 
 def lr_at(step: int, cfg: TrainingCfg) -> float:

@@ -27,7 +27,15 @@ from pithtrain.modules.data import DataCfg, ResumableSampler, get_batch, make_da
 from pithtrain.modules.distributed import DistributedCfg, apply_fsdp, clip_grad_norm, setup_distributed
 from pithtrain.modules.logging import LoggingCfg, ProgressLogger
 from pithtrain.modules.ring_attention import zigzag_positions, zigzag_split
-from pithtrain.modules.training import TrainingCfg, compute_dtype, lr_at, make_optimizer, resolve_device
+from pithtrain.modules.training import (
+    TrainingCfg,
+    compute_dtype,
+    lr_at,
+    make_optimizer,
+    resolve_device,
+    schedule_change,
+    schedule_of,
+)
 from pithtrain.operators import fp8_linear
 
 
@@ -169,6 +177,11 @@ def setup(cfg: PretrainLMCfg) -> Run:
         if source is not None:
             check_model_matches(read_meta(source), cfg.model)
             break
+    if resume is not None and not read_meta(resume).get("has_optimizer", True):
+        raise CheckpointError(
+            f"checkpoint '{resume}' holds model weights only (e.g. from `pithtrain convert`), so training cannot "
+            f"resume from it. Start a new run_dir with checkpoint.init_from = '{resume}'."
+        )
 
     torch.manual_seed(tc.seed)
     model, chunks = make_model(cfg, family, device)
@@ -242,6 +255,9 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
         step, consumed = meta["step"], meta["consumed_samples"]
         if leader:
             print(f"resumed from {run.resume} at step {step}", flush=True)
+            change = schedule_change(meta.get("schedule", {}), tc, step)
+            if change:
+                print(f"note: {change}", flush=True)
     elif cfg.checkpoint.init_from:
         load_checkpoint(read_meta(cfg.checkpoint.init_from)["path"], model)
         if leader:
@@ -252,14 +268,14 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
         flops = family.flops_per_token(cfg.model, cfg.data.seq_len)
-        logger = ProgressLogger(cfg.logging, run_dir, flops, run.device, tc.max_steps, d.world_size)
+        logger = ProgressLogger(cfg.logging, run_dir, flops, run.device, tc.max_steps, d.world_size, step)
         n_params = sum(p.numel() for p in model.parameters())
         print(
             f"training {n_params:,} parameters (this rank) on {run.device} ({run.dtype}), world size "
             f"{d.world_size}: PP {d.pp_size} DP {d.dp_size} CP {d.cp_size} EP {d.ep_size}",
             flush=True,
         )
-    meta = {"model": dataclasses.asdict(cfg.model)}
+    meta = {"model": dataclasses.asdict(cfg.model), "schedule": schedule_of(tc)}
     records = []
     while step < tc.max_steps:
         # One optimizer step: forward/backward over the global batch, clip, update, report, maybe save.

@@ -68,10 +68,21 @@ def load_tokenizer(directory: str, eos_token: str):
             f"tokenizer directory '{directory}' has no tokenizer.json (or does not exist). "
             f"Pass a local directory saved by `tokenizers` or `transformers`."
         )
-    tokenizer = Tokenizer.from_file(str(tok_file))
+    try:
+        tokenizer = Tokenizer.from_file(str(tok_file))
+    except Exception as e:  # tokenizers raises a bare Exception for any parse error
+        raise DataError(
+            f"'{tok_file}' is not a readable tokenizer ({str(e).splitlines()[0][:200]}). Re-save it with "
+            f"`tokenizers` or `transformers` (save_pretrained), or pass another --tokenizer directory."
+        ) from e
     if not eos_token:
         config_file = Path(directory) / "tokenizer_config.json"
-        eos = json.loads(config_file.read_text()).get("eos_token") if config_file.is_file() else None
+        try:
+            eos = json.loads(config_file.read_text()).get("eos_token") if config_file.is_file() else None
+        except (ValueError, AttributeError) as e:
+            raise DataError(
+                f"'{config_file}' is not a JSON object ({e}). Fix or remove it, or name the token with --eos-token."
+            ) from e
         eos_token = eos["content"] if isinstance(eos, dict) else eos
     eos_id = tokenizer.token_to_id(eos_token) if eos_token else None
     if eos_id is None:
