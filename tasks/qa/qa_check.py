@@ -1,12 +1,13 @@
-"""The Q&A checker shared by every `tasks/qa/<slug>/check.py` (stdlib only; format in notes/qa_format.md).
+"""The Q&A checker shared by every `tasks/qa/<slug>/check.py` (stdlib only).
 
 A task's key.toml holds, per framework, a few facts a correct answer must establish. A fact is
 established when the answer's final-answer block cites a file matching the fact's `file` (path or
 fnmatch glob) at lines whose range, widened by SLACK lines, holds a line matching the fact's
 `pattern` (a case-sensitive regex, as code is), and the block uses every one of the fact's `words`
-(case-insensitive, not inside a longer run of letters and digits: `ep` counts in `ep_group`, not in `step`). A citation of a file or a line that does not exist fails the answer
-whatever else it gets right. A citation spanning more than MAX_SPAN lines establishes nothing: it
-would let a whole file stand in for the line that matters.
+(case-insensitive, not inside a longer run of letters and digits: `ep` counts in `ep_group`, not in
+`step`). A citation of a file or a line that does not exist fails the answer whatever else it gets
+right. A citation spanning more than MAX_SPAN lines establishes nothing: it would let a whole file stand
+in for the line that matters.
 
 A task's check.py is:
 
