@@ -1,0 +1,154 @@
+"""The feature tasks' shared checker (tasks/feature/feature_check.py) proven on right and wrong code: the reference
+passes its own op check; each near miss the tasks name (a rule of the paper broken) fails; the training and
+liveness checks tell a live switch from a dead one, with fake provided scripts."""
+
+import importlib.util
+import json
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import REPO
+
+FEATURE = REPO / "tasks" / "feature"
+sys.path.insert(0, str(FEATURE))
+import feature_check  # noqa: E402
+
+
+def _check_module(slug):
+    spec = importlib.util.spec_from_file_location(f"check_{slug.replace('-', '_')}", FEATURE / slug / "check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _spec(slug):
+    m = _check_module(slug)
+    ref = {
+        "01-moba": "moba_attention_reference",
+        "02-dynmoe": "dynmoe_gate_reference",
+        "03-diff-attention": "differential_attention_reference",
+        "04-moe-plus-plus": "moepp_expert_mix_reference",
+    }[slug]
+    outputs = (lambda out: list(out)) if slug == "04-moe-plus-plus" else (lambda out: [out])
+    tol = {torch.float32: 1e-4, torch.bfloat16: 3e-2} if slug == "03-diff-attention" else {torch.float32: 1e-4}
+    return feature_check.OpSpec(getattr(m, ref), m.make_inputs, tol, outputs), m
+
+
+@pytest.mark.parametrize("slug", ["01-moba", "02-dynmoe", "03-diff-attention", "04-moe-plus-plus"])
+def test_reference_passes_its_own_op_check(slug):
+    spec, _ = _spec(slug)
+    assert feature_check.check_op(spec.reference, spec) == []
+
+
+def _moba_variant(force_own_block: bool, exclude_future: bool):
+    def op(q, k, v, block_size, top_k):
+        B, S, H, D = q.shape
+        N = -(-S // block_size)
+        blk = torch.arange(S) // block_size
+        means = torch.stack([k[:, blk == n].mean(1) for n in range(N)], 1)
+        gate = torch.einsum("bshd,bnhd->bhsn", q, means)
+        if exclude_future:
+            gate = gate.masked_fill(blk[:, None] < torch.arange(N)[None], float("-inf"))
+        if force_own_block:
+            gate = gate.masked_fill(blk[:, None] == torch.arange(N)[None], float("inf"))
+        sel = torch.zeros_like(gate, dtype=torch.bool).scatter_(-1, gate.topk(min(top_k, N), -1).indices, True)
+        allowed = sel[..., blk] & torch.ones(S, S, dtype=torch.bool).tril()
+        scores = torch.einsum("bshd,bthd->bhst", q, k) * D**-0.5
+        return torch.einsum("bhst,bthd->bshd", scores.masked_fill(~allowed, float("-inf")).softmax(-1), v)
+
+    return op
+
+
+def _dynmoe_without_straight_through(x, expert_vectors, thresholds, k_max):
+    score = torch.sigmoid(F.normalize(x, dim=-1) @ F.normalize(expert_vectors, dim=-1).T)
+    margin = score - torch.sigmoid(thresholds)
+    active = (margin > 0).to(x.dtype)  # a hard threshold: no gradient reaches the vectors or the thresholds
+    kept = margin.topk(min(k_max, margin.shape[-1]), -1).indices
+    active = active * torch.zeros_like(active, dtype=torch.bool).scatter_(-1, kept, True)
+    k = active.sum(-1, keepdim=True)
+    return active / k.clamp(min=1) + F.one_hot(score.argmax(-1), score.shape[-1]).to(x.dtype) * (k == 0)
+
+
+def _near_misses():
+    moba, dyn, diff, mpp = (_check_module(s) for s in ("01-moba", "02-dynmoe", "03-diff-attention", "04-moe-plus-plus"))
+    zeros = torch.zeros(8)
+
+    def diff_lambda_fixed(q1, k1, q2, k2, v, lq1, lk1, lq2, lk2, lambda_init, norm_weight, eps):
+        return diff.differential_attention_reference(
+            q1, k1, q2, k2, v, zeros, zeros, zeros, zeros, lambda_init, norm_weight, eps
+        )
+
+    def moepp_without_residual(x, logits, prev_logits, *rest, **kw):
+        return mpp.moepp_expert_mix_reference(x, logits, None, *rest, **kw)
+
+    return {
+        "moba: current block not forced in": ("01-moba", _moba_variant(False, True)),
+        "moba: future blocks allowed": ("01-moba", _moba_variant(True, False)),
+        "dynmoe: no straight-through estimator": ("02-dynmoe", _dynmoe_without_straight_through),
+        "diff-attention: lambda fixed": ("03-diff-attention", diff_lambda_fixed),
+        "moe++: no gating residual": ("04-moe-plus-plus", moepp_without_residual),
+        "moba given dense causal attention": (
+            "01-moba",
+            lambda q, k, v, block_size, top_k: moba.moba_attention_reference(q, k, v, block_size, 10**6),
+        ),
+        "moe++ given the dynmoe op": (
+            "04-moe-plus-plus",
+            lambda *a, **kw: dyn.dynmoe_gate_reference(a[0], a[1], a[1][:, 0], 2),
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", list(_near_misses()))
+def test_near_misses_fail_the_op_check(case):
+    slug, op = _near_misses()[case]
+    spec, _ = _spec(slug)
+    problems = feature_check.check_op(op, spec)
+    assert problems and all(p.startswith("op: ") for p in problems), problems
+
+
+def test_op_import_comes_from_the_workspace(tmp_path):
+    (tmp_path / "featws").mkdir()
+    (tmp_path / "featws" / "__init__.py").write_text("")
+    (tmp_path / "featws" / "ops.py").write_text("def my_op(x):\n    return x\n")
+    op, problems = feature_check.import_op(tmp_path, "featws.ops:my_op")
+    assert problems == [] and op(3) == 3
+    _, problems = feature_check.import_op(tmp_path, "json:dumps")  # importable, but not the workspace's
+    assert problems and "not from the workspace" in problems[0]
+    _, problems = feature_check.import_op(tmp_path, "featws.ops:missing")
+    assert problems and "no function" in problems[0]
+
+
+FAKE_SCRIPT = textwrap.dedent("""\
+    set -euo pipefail
+    mkdir -p artifacts
+    log="artifacts/{name}-$(date +%Y%m%d-%H%M%S).log"
+    trap 'echo "exit-time: $(date +%s)" >> "$log"' EXIT INT TERM
+    shift_by=0
+    [ "${{1:-}}" = "--on" ] && shift_by={on_shift}
+    for i in 1 2 3 4; do echo "step $i/4 loss $(python3 -c "print(5 - $i * 0.5 + $shift_by)")" >> "$log"; done
+    """)
+
+
+def _workspace(tmp_path, on_shift):
+    for name in ("verify", "train"):
+        (tmp_path / f"{name}.sh").write_text(FAKE_SCRIPT.format(name=name, on_shift=on_shift))
+    return tmp_path
+
+
+@pytest.mark.parametrize("on_shift, expect", [(0.25, []), (0, ["switch changes nothing"])])
+def test_training_and_liveness(tmp_path, on_shift, expect):
+    ws = _workspace(tmp_path, on_shift)
+    problems = feature_check.check_training(ws, "pithtrain", {"enable": ["--on"], "disable": ["--off"]}, 60)
+    assert len(problems) == len(expect) and all(e in p for e, p in zip(expect, problems)), problems
+
+
+def test_feature_json_is_validated(tmp_path):
+    _, problems = feature_check.load_feature_json(tmp_path)
+    assert problems == ["artifacts/feature.json is missing"]
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "feature.json").write_text(json.dumps({"op": "no colon", "enable": "x", "disable": []}))
+    _, problems = feature_check.load_feature_json(tmp_path)
+    assert len(problems) == 2
