@@ -28,7 +28,6 @@ def test_products_are_the_quantised_operands_multiplied(device):
     x = torch.randn(M, K, device=device, dtype=torch.bfloat16).requires_grad_()
     w = (torch.randn(N, K, device=device) * 0.05).requires_grad_()
     dy = torch.randn(M, N, device=device, dtype=torch.bfloat16)
-    fp8_linear.clear_weight_cache()
     y = fp8_linear.fp8_linear(x, w)
     y.backward(dy)
     w_q = dequantize_128x128(*quantize_128x128(w.detach())).double()
@@ -51,7 +50,6 @@ def test_fp8_head_is_the_quantised_operands_multiplied(device):
     w = torch.randn(V, D, device=device).requires_grad_()  # logits of a few units: quantisation shows in the loss
     labels = torch.randint(0, V, (T,), device=device)
     labels[::7] = -100
-    fp8_linear.clear_weight_cache()
     loss = linear_cross_entropy(h, w, labels, chunk_size=128, fp8=True)
     loss.backward()
     logits_ref = (dq1(h.detach()) @ dequantize_128x128(*quantize_128x128(w.detach())).double().t()).requires_grad_()
@@ -75,7 +73,6 @@ def test_grouped_products_are_the_quantised_operands_multiplied(device):
     x = torch.randn(sum(counts), K, device=device, dtype=torch.bfloat16).requires_grad_()
     w = (torch.randn(E, N, K, device=device) * 0.05).requires_grad_()
     dy = torch.randn(sum(counts), N, device=device, dtype=torch.bfloat16)
-    fp8_linear.clear_weight_cache()
     y = fp8_linear.fp8_grouped_linear(x, w, offs)
     y.backward(dy)
     rows = torch.repeat_interleave(torch.arange(E, device=device), torch.tensor(counts, device=device))
@@ -95,13 +92,27 @@ def test_weight_quantised_once_per_step(monkeypatch):
     record = lambda w, group_rows: calls.append(w.shape) or quantize(w, group_rows)  # noqa: E731
     monkeypatch.setattr(fp8_linear, "quantize_128x128_transposed", record)
     w = torch.randn(128, 128, requires_grad=True)
-    fp8_linear.clear_weight_cache()
-    for _ in range(3):  # three micro-batches
-        fp8_linear.fp8_linear(torch.randn(128, 128), w).sum().backward()
+    with fp8_linear.step_weight_cache():
+        for _ in range(3):  # three micro-batches
+            fp8_linear.fp8_linear(torch.randn(128, 128), w).sum().backward()
     assert len(calls) == 1
-    fp8_linear.clear_weight_cache()  # the optimizer step
-    fp8_linear.fp8_linear(torch.randn(128, 128), w)
+    with fp8_linear.step_weight_cache():  # the next step
+        fp8_linear.fp8_linear(torch.randn(128, 128), w)
     assert len(calls) == 2
+
+
+def test_a_caller_outside_the_step_gets_fresh_weights():
+    """After an optimizer step changed the weight, a second caller (an evaluation, a profiler) must see the new
+    weight quantised, not the step's cached copy."""
+    w = torch.randn(128, 128)
+    before = fp8_linear.quantized_weight(w)[0].float()  # a first caller
+    with torch.no_grad():
+        w.mul_(-1)  # the optimizer step
+    assert torch.equal(fp8_linear.quantized_weight(w)[0].float(), -before)
+    with fp8_linear.step_weight_cache():
+        in_step = fp8_linear.quantized_weight(w)[0]
+        assert fp8_linear.quantized_weight(w)[0] is in_step  # inside a step: quantised once
+    assert fp8_linear.quantized_weight(w)[0] is not in_step
 
 
 FP8_MODEL = """
@@ -152,7 +163,6 @@ def test_fp8_stages_compile_without_graph_breaks(monkeypatch):
                       moe_intermediate_size=128)  # fmt: skip
     model = Qwen3MoeForCausalLM(cfg)
     ids = torch.randint(0, cfg.vocab_size, (2, 64))
-    fp8_linear.clear_weight_cache()
     with torch.autocast("cpu", dtype=torch.bfloat16):  # precision = "fp8" trains under bf16 autocast
         eager = model(ids, ids)
         torch._dynamo.reset()

@@ -9,9 +9,10 @@ Hopper, measured by benchmarks/kernel_probe.py at 1.1-1.3 PFLOP/s against 0.7 fo
 - forward  y_MN  = (x_MK, 1x128 along K)   @ (W_NK, 128x128)^T
 - dgrad    dx_MK = (dy_MN, 1x128 along N)  @ (W^T_KN, 128x128)^T       (128x128 tiles transpose exactly)
 - wgrad    dW_NK = (dy^T_NM, 1x128 along M) @ (x^T_KM, 1x128 along M)^T
-x^T is quantised in the forward and kept instead of x (half the bytes). Quantised weights (and their
-transposes) are kept in `_weight_cache` until `clear_weight_cache()`, which the trainer calls once per
-optimizer step, so each weight is quantised once per step, not once per micro-batch.
+x^T is quantised in the forward and kept instead of x (half the bytes). Inside `step_weight_cache()`, which the
+trainer enters for one step's forward and backward (between two optimizer steps), quantised weights (and their
+transposes) are kept, so each weight is quantised once per step, not once per micro-batch; outside it (an
+evaluation, a profiler, a test) every call quantises the weight as it is now.
 
 Grouped (`fp8_grouped_linear`, experts' weights [E, N, K]): forward and dgrad through the Triton kernel of
 operators/fp8_gemm.py (no block-scaled grouped matmul in torch for Hopper); wgrad stays bf16
@@ -21,22 +22,33 @@ On CPU the same math runs through dequantisation and an fp32 matmul (`_mm_refere
 and the scale bookkeeping are tested without a GPU; the cuBLAS layouts are tested on CUDA.
 """
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
 from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, quantize_1x128, quantize_128x128_transposed
 from pithtrain.operators.fp8_gemm import fp8_grouped_mm
 
-_weight_cache: dict[int, tuple] = {}  # id(weight) -> (weight, its quantised forms)
+_weight_cache: dict[int, tuple] | None = None  # id(weight) -> (weight, its quantised forms); a dict only in a step
 
 
-def clear_weight_cache() -> None:
-    _weight_cache.clear()
+@contextlib.contextmanager
+def step_weight_cache():
+    """Quantise each weight once for the duration of this context: the weights must not change inside it (enter it
+    after one optimizer step, leave it before the next). The cache is dropped on exit."""
+    global _weight_cache
+    outer, _weight_cache = _weight_cache, {}
+    try:
+        yield
+    finally:
+        _weight_cache = outer
 
 
 def quantized_weight(w_NK: torch.Tensor):
-    """(q_NK, s_NbKb, q_KN, s_KbNb) for this step, quantised on first use; [E, ...] for stacked experts."""
-    cached = _weight_cache.get(id(w_NK))
+    """(q_NK, s_NbKb, q_KN, s_KbNb), quantised on first use in a `step_weight_cache()` (else on every call);
+    [E, ...] for stacked experts."""
+    cached = _weight_cache.get(id(w_NK)) if _weight_cache is not None else None
     if cached is None or cached[0] is not w_NK:  # the entry holds the weight, so its id cannot be reused meanwhile
         *E, N, K = w_NK.shape  # experts: N is a multiple of 128, so no 128x128 tile spans two experts
         q_NK, s_NbKb, q_KN = quantize_128x128_transposed(w_NK.detach().reshape(-1, K), group_rows=N)
@@ -44,7 +56,9 @@ def quantized_weight(w_NK: torch.Tensor):
         s_KbNb = s_NbKb.mT.contiguous()
         if not E:  # a dense weight: its scales padded as cuBLAS reads them, once per step
             s_NbKb, s_KbNb = _pad_tile_scales(s_NbKb), _pad_tile_scales(s_KbNb)
-        cached = _weight_cache[id(w_NK)] = (w_NK, q_NK, s_NbKb, q_KN, s_KbNb)
+        cached = (w_NK, q_NK, s_NbKb, q_KN, s_KbNb)
+        if _weight_cache is not None:
+            _weight_cache[id(w_NK)] = cached
     return cached[1:]
 
 

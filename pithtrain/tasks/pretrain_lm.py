@@ -205,8 +205,12 @@ def forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
     """Forward and backward over this rank's share of the global batch that starts at sample `consumed`:
     DP x EP split the sequences, CP splits each sequence (zigzag). Returns (this rank's loss sum, the whole
     batch's token count); gradients are those of (sum of token losses) / (token count)."""
+    with fp8_linear.step_weight_cache():  # FP8 weights are quantised once for this step's micro-batches
+        return _forward_backward(run, consumed)
+
+
+def _forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
     cfg, d, tc, device = run.cfg, distributed, run.cfg.training, run.device
-    fp8_linear.clear_weight_cache()  # weights changed at the last optimizer step: quantise them afresh
     local_batch = tc.global_batch_size // d.data_size
     input_ids, labels = get_batch(run.dataset, run.sampler, consumed + d.data_rank * local_batch, local_batch)
     input_ids = zigzag_split(input_ids, 1, d.cp_rank, d.cp_size).to(device)
