@@ -138,6 +138,7 @@ def test_render_resolves_anchors(ws):
     text = "Built at [[pkg/mesh.py#init_device_mesh]], groups [[pkg/mesh.py#^def setup..ep_group]]."
     assert render.render(text, ws) == "Built at pkg/mesh.py:5, groups pkg/mesh.py:4-30."
     assert render.render("[[pkg/mesh.py#filler 7..filler]]", ws) == "pkg/mesh.py:7-7"  # N2 may equal N1
+    assert render.render(r"[[pkg/mesh.py#mesh\['ep'\]]]", ws) == "pkg/mesh.py:30"  # an escaped ] before ]]
 
 
 def run_render(answer: Path, ws: Path) -> subprocess.CompletedProcess:

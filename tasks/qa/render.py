@@ -2,7 +2,7 @@
 
 `[[PATH#REGEX]]` becomes `PATH:N`, N the first line of PATH matching REGEX; `[[PATH#REGEX1..REGEX2]]`
 becomes `PATH:N1-N2`, N2 the first line at or after N1 matching REGEX2 (the first `..` splits the two,
-and a regex may not contain `]]`). Regexes are case-sensitive `re.search`es, lines numbered as
+and a regex may not contain an unescaped `]]`). Regexes are case-sensitive `re.search`es, lines numbered as
 `grep -n` numbers them. So a pithtrain gold names symbols and follows the code as it moves, while its
 prose stays a real answer. An anchor that does not resolve is an error: exit 1, naming it.
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from qa_check import read_lines
 
-ANCHOR = re.compile(r"\[\[(?P<path>[^#\[\]]+)#(?P<body>.+?)\]\]")
+# The body takes a backslash and the character after it as one unit, so `\]` before the closing `]]` stays in it.
+ANCHOR = re.compile(r"\[\[(?P<path>[^#\[\]\s]+)#(?P<body>(?:\\.|[^\\\n])+?)\]\]")
 
 
 class AnchorError(ValueError):
