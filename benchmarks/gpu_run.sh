@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on the GPU machine (nvidia-h200-x2, no network, no nox), from the repository root, carrying .whl/
+# One call on the GPU machine (nvidia-h200 or -x2, no network, no nox), from the repository root, carrying .whl/
 # (and .bench-head/, see below):
 #   bash benchmarks/gpu_run.sh
 # 1. installs the carried wheels (TorchTitan 0.2.2 and what the image lacks) into /tmp/site;
@@ -7,10 +7,11 @@
 # 3. measures the matmul rates of the step's shapes (benchmarks/kernel_probe.py) unless PROBE=0;
 # 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
 # 5. checks PP2 and EP2 against one GPU with NCCL (benchmarks/engine_check.py) when ENGINE=1;
-# 6. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l) on GPUS (default 1,2: 1 GPU, then EP2), with
-#    FRAMEWORKS (default throughput.py's: pithtrain eager, compiled and FP8, TorchTitan eager and compiled, and
-#    megatron-core: benchmarks/megatron_core_run.py, its wheel carried in .whl/), alternating (EXTRA adds
-#    options, e.g. --both-routings). An entry NAME:OPTIONS adds options to that config's call alone, e.g.
+# 6. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l and -8l) on GPUS (default 1; 1,2
+#    adds EP2), with FRAMEWORKS (default: pithtrain eager, compiled and FP8, TorchTitan compiled, and megatron-core:
+#    benchmarks/megatron_core_run.py, its wheel carried in .whl/), in a random order within each block, STEPS
+#    warm-up and timed steps (default 10,20) (EXTRA adds options, e.g. --both-routings). An entry NAME:OPTIONS adds
+#    options to that config's call alone, e.g.
 #    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
 # 7. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, throughput.txt,
 #    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last. Everything ends inside BUDGET_S seconds
@@ -24,11 +25,11 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_run_out}
 BUDGET_S=${BUDGET_S:-500}
-STEPS=${STEPS:-3,8}
+STEPS=${STEPS:-10,20}
 EXTRA=${EXTRA:-}
-CONFIGS=${CONFIGS:-qwen3-30b-a3b-4l}
-FRAMEWORKS=${FRAMEWORKS:-pithtrain,pithtrain-compiled,pithtrain-fp8,torchtitan-eager,torchtitan-compiled,megatron-core}
-GPUS=${GPUS:-1,2}
+CONFIGS=${CONFIGS:-qwen3-30b-a3b-4l qwen3-30b-a3b-8l}
+FRAMEWORKS=${FRAMEWORKS:-pithtrain,pithtrain-compiled,pithtrain-fp8,torchtitan-compiled,megatron-core}
+GPUS=${GPUS:-1}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
@@ -86,4 +87,4 @@ for entry in $CONFIGS; do
 done
 tar -czf "$OUT/logs.tar.gz" -C /tmp bench-logs 2>/dev/null
 echo "== done in ${SECONDS} s"
-grep -h -A 12 "^framework " "$OUT/throughput.txt"
+awk '/^framework /{p=1} /^(measured bf16|peak measurement)/{p=0} p' "$OUT/throughput.txt"

@@ -67,6 +67,7 @@ from megatron.core.pipeline_parallel import get_forward_backward_func
 from megatron.core.transformer.enums import AttnMaskType
 from megatron.core.transformer.module import Float16Module, MegatronModule
 from megatron.core.transformer.transformer_config import TransformerConfig
+from synthetic import token_rows
 
 REQUIRED_FIELDS = {
     "vocab_size": int, "hidden_size": int, "num_hidden_layers": int, "num_attention_heads": int,
@@ -309,13 +310,15 @@ def describe_build(model, optimizer) -> dict:
 
 
 def make_batches(spec: dict, device: str, dp_rank: int):
-    """Synthetic uniformly random token ids, one micro-batch per step, a different stream per data-parallel rank."""
-    generator = torch.Generator().manual_seed(spec["seed"] * 1000 + dp_rank)
-    shape = (spec["sequences_per_gpu"], spec["seq_len"] + 1)
-    position_ids = torch.arange(spec["seq_len"], device=device).expand(shape[0], -1)
-    while True:
-        tokens = torch.randint(0, spec["vocab_size"], shape, generator=generator).to(device)
-        yield {"input_ids": tokens[:, :-1], "labels": tokens[:, 1:], "position_ids": position_ids}
+    """Every step's micro-batch of uniformly random token ids, generated before the first step
+    (benchmarks/synthetic.py, as for the other sides), a different stream per data-parallel rank; each is
+    moved to the device when the schedule asks for it, as the other trainers do."""
+    steps, batch, seq = spec["warmup_steps"] + spec["timed_steps"], spec["sequences_per_gpu"], spec["seq_len"]
+    rows = token_rows(spec["vocab_size"], steps * batch, seq, spec["seed"] * 1000 + dp_rank).view(steps, batch, -1)
+    inputs, labels = rows[..., :-1].contiguous(), rows[..., 1:].contiguous()
+    position_ids = torch.arange(seq, device=device).expand(batch, -1)
+    for step_inputs, step_labels in zip(inputs, labels):
+        yield {"input_ids": step_inputs.to(device), "labels": step_labels.to(device), "position_ids": position_ids}
 
 
 def forward_step(data_iterator, model):
@@ -355,26 +358,27 @@ def main(argv=None) -> int:
     batches = make_batches(spec, args.device, parallel_state.get_data_parallel_rank())
     forward_backward = get_forward_backward_func()
     metrics = open(args.metrics, "w") if args.metrics and rank == 0 else None
+    # The step's time is the wall time between the ends of two steps, each end after the loss has been reduced
+    # over the data-parallel ranks and read back to the host (as pithtrain's and TorchTitan's log lines are).
+    last = time.perf_counter()
     for step in range(1, spec["warmup_steps"] + spec["timed_steps"] + 1):
-        # Phase 1: clear grads (megatron's contiguous grad buffers and the optimizer's views of them).
-        torch.cuda.synchronize()
-        start = time.perf_counter()
+        # Clear grads (megatron's contiguous grad buffers and the optimizer's views of them).
         model.zero_grad_buffer()
         optimizer.zero_grad()
-        # Phase 2: one micro-batch forward and backward, then finalize_model_grads (DP/EP reduce-scatter).
+        # One micro-batch forward and backward, then finalize_model_grads (DP/EP reduce-scatter).
         losses = forward_backward(
             forward_step_func=forward_step, data_iterator=batches, model=[model], num_microbatches=1,
             seq_length=spec["seq_len"], micro_batch_size=spec["sequences_per_gpu"], forward_only=False,
         )  # fmt: skip
-        # Phase 3: fp32 main-param AdamW step with clipping, then the bf16 param all-gather.
+        # fp32 main-param AdamW step with clipping, then the bf16 param all-gather.
         update_successful, grad_norm, _ = optimizer.step()
         scheduler.step(increment=1)
-        torch.cuda.synchronize()
-        step_time_s = time.perf_counter() - start
-        assert update_successful, "bf16 without a loss scaler never skips a step"
         loss = losses[0]["lm loss"].clone()
         torch.distributed.all_reduce(loss, group=parallel_state.get_data_parallel_group())
         loss = loss.item() / parallel_state.get_data_parallel_world_size()
+        now = time.perf_counter()
+        step_time_s, last = now - last, now
+        assert update_successful, "bf16 without a loss scaler never skips a step"
         max_mem_gib = torch.cuda.max_memory_allocated() / 2**30
         if metrics:
             record = {"step": step, "step_time_s": step_time_s, "loss": loss, "max_mem_gib": max_mem_gib}

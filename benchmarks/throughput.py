@@ -6,31 +6,35 @@
     python3 benchmarks/throughput.py --smoke --out /tmp/x      # CPU, tiny model, pithtrain only
 
 Method (benchmarks/NOTES.md says why): every framework trains the configuration's model shape on the same
-sequence length, global batch, synthetic uniform tokens, warm-up and timed steps, BF16 compute with fp32
-master weights and AdamW, no activation checkpointing. Each run is its own process tree (torchrun for
-more than one GPU), so memory and compile caches never leak from one run into the next, and runs
-alternate between frameworks (the order rotates with each repeat). The call first measures the bf16
-matmul peak of its GPUs (8192^3, median of repeats), so MFU is given against the 989 TFLOP/s spec and
-against what this machine delivers today. tokens/s per GPU is the median over the timed steps.
+sequence length, global batch, warm-up and timed steps (at least 10 and 20 on a GPU), BF16 compute with fp32
+master weights and AdamW, no activation checkpointing, through its own trainer. The same input pipeline on
+every side: uniformly random token ids generated in memory before the first step (benchmarks/synthetic.py;
+records say input_pipeline = "synthetic-in-memory"). The same timing window on every side: the wall time of a
+whole optimizer step, from the end of one step to the end of the next, each end taken after the loss has been
+reduced over the ranks and read back to the host. The same memory yardsticks on every side:
+torch.cuda.max_memory_allocated (rank 0) and nvidia-smi's memory.used. Each run is its own process tree
+(torchrun for more than one GPU), so memory and compile caches never leak from one run into the next; within
+each block of runs (a mesh, a routing, a repeat) the frameworks run in a seeded random order (the seed is in
+every record). The call first measures the bf16 matmul peak of its GPUs (8192^3, median of repeats), so MFU is
+given against the 989 TFLOP/s spec and against what this machine delivers today. tokens/s per GPU is the
+median over the timed steps.
 
-pithtrain runs through its own CLI (`python -m pithtrain train <toml>`, data.kind = "synthetic") and is
-read from its metrics.jsonl; TorchTitan through its own trainer (`torchrun -m torchtitan.train`) with its
-Qwen3 MoE model at the same shape (a flavor registered by `--experimental.custom_import`), a generated
-word-level tokenizer over the full vocabulary and a local JSONL corpus of uniformly random words, read
-from its log lines; megatron-core ("megatron-core + torch kernels") through benchmarks/megatron_core_run.py,
-read from its metrics JSONL (Qwen3-MoE shapes only; skipped, with the reason, where megatron-core is not
-importable). Each run is stopped once its last timed step is logged (pithtrain would otherwise
-write a full checkpoint at max_steps). One JSONL record per run goes to <out>/<call id>.jsonl.
+pithtrain runs its own trainer through benchmarks/pithtrain_run.py (`python -m pithtrain train` with the
+samples made before training) and is read from its metrics.jsonl; TorchTitan its own `Trainer` through
+benchmarks/torchtitan_run.py (its Qwen3 MoE or DeepSeek-V3 model at the same shape, a flavor registered by
+`--experimental.custom_import`; no tokenizer, no dataset files); megatron-core ("megatron-core + torch kernels")
+through benchmarks/megatron_core_run.py (Qwen3-MoE shapes only; skipped, with the reason, where megatron-core is
+not importable). Each side's driver writes one JSONL line per step. Each run is stopped once its last timed step
+is logged (pithtrain would otherwise write a full checkpoint at max_steps). One JSONL record per run goes to
+<out>/<call id>.jsonl.
 """
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
 import platform
 import random
-import re
 import shutil
 import signal
 import statistics
@@ -45,8 +49,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+from synthetic import INPUT_PIPELINE  # noqa: E402
+
 CONFIGS = REPO / "benchmarks" / "configs.toml"
-SCHEMA = "pithtrain-throughput-v1"
+# v2: every side fed in memory and timed over the whole step the same way (v1 records are not comparable).
+SCHEMA = "pithtrain-throughput-v2"
+MIN_STEPS = (10, 20)  # warm-up (compile settles) and timed steps of a GPU run
 SPEC_PEAK_TFLOPS = 989.0  # H100/H200 SXM dense BF16, the datasheet figure
 # megatron-core: megatron-core 0.19.2 with PyTorch kernels swapped in (benchmarks/megatron_core_run.py).
 FRAMEWORKS = (
@@ -57,9 +66,6 @@ MEGATRON_MODEL_FIELDS = (
     "num_experts", "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings", "rms_norm_eps",
     "rope_theta", "norm_topk_prob", "aux_loss_coef",
 )  # fmt: skip
-# The Qwen3MoeCfg field that forces round-robin routing (proposed in NOTES.md); without it pithtrain's
-# balanced runs are recorded as skipped rather than silently run unbalanced.
-BALANCED_KNOB = "force_balanced_routing"
 SEED = 1234
 TT_FLAVOR = "pithbench"
 
@@ -106,15 +112,6 @@ def flops_per_token(cfg: dict) -> float:
 
     family = model_family(cfg["model"]["family"])
     return family.flops_per_token(load_dataclass(family.cfg_class, dict(cfg["model"]), prefix="model."), cfg["seq_len"])
-
-
-def pithtrain_knobs(cfg: dict) -> set[str]:
-    """The `model.*` and `training.*` keys this checkout of pithtrain accepts (the benchmark runs across commits)."""
-    from pithtrain.models import model_family
-    from pithtrain.modules.training import TrainingCfg
-
-    model = {f"model.{f.name}" for f in dataclasses.fields(model_family(cfg["model"]["family"]).cfg_class)}
-    return model | {f"training.{f.name}" for f in dataclasses.fields(TrainingCfg)}
 
 
 # ---- the machine: peak, memory, versions ----
@@ -241,6 +238,24 @@ def step_records(metrics: Path) -> list[dict]:
     return [json.loads(line) for line in metrics.read_text().splitlines() if line.endswith("}")]
 
 
+MEM_KIND = "torch.cuda.max_memory_allocated"
+
+
+def read_steps(status: str, error: str, metrics: Path, steps, mem_field: str, mem_kind: str) -> dict:
+    """A run's result from its driver's per-step JSONL (step, step_time_s, loss, and the peak memory allocated so
+    far under `mem_field`): the timed steps' times, every step's loss, the peak over the run."""
+    out = {"status": status, "error": error}
+    if status == "ok":
+        records = step_records(metrics)[: steps[0] + steps[1]]
+        out |= {
+            "step_times_s": [r["step_time_s"] for r in records[steps[0] :]],
+            "losses": [r["loss"] for r in records],
+            "peak_mem_gib": max(r[mem_field] for r in records),
+            "peak_mem_kind": mem_kind,
+        }
+    return out
+
+
 def run_until(cmd, env, cwd, log_path: Path, steps_seen, total_steps: int, timeout_s: float) -> tuple[str, str]:
     """Start `cmd`, stop it once `steps_seen()` reaches total_steps. Returns (status, detail)."""
     t0 = time.monotonic()
@@ -271,7 +286,7 @@ def run_until(cmd, env, cwd, log_path: Path, steps_seen, total_steps: int, timeo
 def pithtrain_toml(cfg, mesh, routing, variant: str, run_dir: Path, total: int, smoke: bool) -> str:
     """The pithtrain config of one run (also used by benchmarks/profile_step.py). variant: "eager", "compiled",
     or "fp8" (compiled, with training.precision = "fp8")."""
-    model = dict(cfg["model"]) | ({BALANCED_KNOB: True} if routing == "balanced" else {})
+    model = dict(cfg["model"]) | ({"force_balanced_routing": True} if routing == "balanced" else {})
     toml = [f'run_dir = "{run_dir}"', "[model]", *(f"{k} = {json.dumps(v)}" for k, v in model.items())]
     toml += [
         "[training]",
@@ -301,56 +316,22 @@ def pithtrain_toml(cfg, mesh, routing, variant: str, run_dir: Path, total: int, 
 def pithtrain_run(cfg, mesh, routing, steps, variant: str, work: Path, log_path: Path, timeout_s, smoke) -> dict:
     warm, timed = steps
     total = warm + timed
-    if variant != "eager" and "training.compile" not in pithtrain_knobs(cfg):
-        return {"status": "skipped", "error": "this pithtrain has no training.compile knob"}
-    if routing == "balanced" and f"model.{BALANCED_KNOB}" not in pithtrain_knobs(cfg):
-        return {"status": "skipped", "error": f"pithtrain has no model.{BALANCED_KNOB} knob yet (NOTES.md)"}
     run_dir = work / "run"
     (work / "pithtrain.toml").write_text(pithtrain_toml(cfg, mesh, routing, variant, run_dir, total, smoke))
     metrics = run_dir / "metrics.jsonl"
 
-    cmd = [*launcher(mesh, work.name), "-m", "pithtrain", "train", str(work / "pithtrain.toml")]
+    script = REPO / "benchmarks" / "pithtrain_run.py"
+    cmd = [*launcher(mesh, work.name), str(script), str(work / "pithtrain.toml"), "--steps", str(total)]
     env = {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     status, error = run_until(cmd, env, REPO, log_path, lambda: len(step_records(metrics)), total, timeout_s)
-    out = {"status": status, "error": error}
-    kept = [r for r in step_records(metrics) if warm < r["step"] <= total]
-    if status == "ok":
-        out |= {
-            "step_times_s": [r["step_time_s"] for r in kept],
-            "losses": [r["loss"] for r in step_records(metrics)[:total]],
-            "peak_mem_gib": max(r["peak_mem_gib"] for r in kept),
-            "peak_mem_kind": "torch.cuda.max_memory_allocated" if not smoke else "process peak RSS",
-        }
-    return out
+    return read_steps(status, error, metrics, steps, "peak_mem_gib", "process peak RSS" if smoke else MEM_KIND)
 
 
 # ---- TorchTitan ----
-
-
-def torchtitan_assets(cfg, mesh, total_steps: int, work: Path) -> tuple[Path, Path]:
-    """A word-level tokenizer whose ids cover the model's whole vocabulary (word `t<i>` is id i), and a
-    JSONL corpus of uniformly random words, enough for every step without a second pass."""
-    vocab = cfg["model"]["vocab_size"]
-    assets, data = work / "tt-assets", work / "tt-data"
-    assets.mkdir(exist_ok=True)
-    data.mkdir(exist_ok=True)
-    tokenizer = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-        "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None, "decoder": None,
-        "model": {"type": "WordLevel", "vocab": {f"t{i}": i for i in range(vocab)}, "unk_token": "t0"},
-    }  # fmt: skip
-    (assets / "tokenizer.json").write_text(json.dumps(tokenizer))
-    rng = random.Random(SEED)
-    seqs = (total_steps + 2) * global_batch(cfg, mesh["gpus"])
-    words_per_doc = cfg["seq_len"] + 1
-    with open(data / "train.jsonl", "w") as f:
-        for _ in range(seqs):
-            f.write(json.dumps({"text": " ".join(f"t{rng.randrange(vocab)}" for _ in range(words_per_doc))}) + "\n")
-    return assets, data
 
 
 def torchtitan_flavor_module(cfg, work: Path) -> str:
@@ -431,20 +412,6 @@ deepseekv3_args[{TT_FLAVOR!r}] = DeepSeekV3ModelArgs(
 '''
 
 
-TT_STEP = re.compile(r"^(?:\[rank(\d+)\]:)?.*?step:\s*(\d+)\s+loss:\s*(\S+).*?memory:\s*([\d.]+)GiB.*?tps:\s*([\d,]+)")
-
-
-def torchtitan_steps(text: str) -> list[tuple[int, float, float, float]]:
-    """(step, loss, max reserved GiB, tokens/s per GPU) from rank 0's step lines, one per step. Every rank
-    logs; torchrun's `--role rank --tee 3` prefixes them `[rank<i>]:`; unprefixed lines count once per step."""
-    steps = {}
-    for line in text.splitlines():
-        m = TT_STEP.match(line)
-        if m and m[1] in (None, "0"):
-            steps.setdefault(int(m[2]), (int(m[2]), float(m[3]), float(m[4]), float(m[5].replace(",", ""))))
-    return [steps[k] for k in sorted(steps)]
-
-
 def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_path: Path, timeout_s) -> dict:
     warm, timed = steps
     total = warm + timed
@@ -458,11 +425,29 @@ def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_pa
         tt_model = torchtitan_flavor_module(cfg, work)
     except NotImplementedError as e:
         return {"status": "skipped", "error": str(e)}
-    assets, data = torchtitan_assets(cfg, mesh, total, work)
-    job = {
+    job = torchtitan_job(cfg, mesh, routing, total, compiled, tt_model, work)
+    (work / "torchtitan.toml").write_text(to_toml(job))
+    metrics = work / "metrics.jsonl"
+
+    # TorchTitan reads LOCAL_RANK, so it goes through torchrun even on one GPU; --role/--tee label each line's rank.
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={mesh['gpus']}"]
+    torchrun += ["--role", "rank", "--tee", "3"]
+    script = REPO / "benchmarks" / "torchtitan_run.py"
+    cmd = [*torchrun, str(script), "--base-model", tt_model, "--metrics", str(metrics)]
+    cmd += ["--job.config_file", str(work / "torchtitan.toml")]
+    path = os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}
+    status, error = run_until(cmd, env, work, log_path, lambda: len(step_records(metrics)), total, timeout_s)
+    return read_steps(status, error, metrics, steps, "max_mem_gib", MEM_KIND)
+
+
+def torchtitan_job(cfg, mesh, routing, total: int, compiled: bool, tt_model: str, work: Path) -> dict:
+    """TorchTitan's job config: its own trainer and model, at the flavor registered by the custom import
+    (benchmarks/torchtitan_run.py swaps in its in-memory loader, no tokenizer)."""
+    return {
         "job": {"dump_folder": str(work / "tt-out"), "description": f"pithtrain benchmark {cfg['name']}"},
         "metrics": {"log_freq": 1, "disable_color_printing": True, "enable_tensorboard": False},
-        "model": {"name": tt_model, "flavor": TT_FLAVOR, "hf_assets_path": str(assets)},
+        "model": {"name": tt_model, "flavor": TT_FLAVOR},
         "optimizer": {"name": "AdamW", "lr": 3e-4, "eps": 1e-8, "weight_decay": 0.1, "implementation": "fused"},
         "lr_scheduler": {"warmup_steps": 1},
         "training": {
@@ -470,8 +455,6 @@ def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_pa
             "seq_len": cfg["seq_len"],
             "steps": total,
             "max_norm": 1.0,
-            "dataset": "c4_test",  # the local-path loader: load_dataset(dataset_path, split="train")
-            "dataset_path": str(data),
             "dtype": "float32",  # fp32 master weights; bf16 compute through autocast (1 GPU) or FSDP
             "mixed_precision_param": "bfloat16",
         },
@@ -482,37 +465,6 @@ def torchtitan_run(cfg, mesh, routing, steps, compiled: bool, work: Path, log_pa
         "debug": {"seed": SEED, "moe_force_load_balance": routing == "balanced"},
         "experimental": {"custom_import": "pithbench_flavor"},
     }
-    (work / "torchtitan.toml").write_text(to_toml(job))
-
-    def steps_logged() -> list[tuple]:
-        return torchtitan_steps(log_path.read_text(errors="replace") if log_path.is_file() else "")
-
-    # TorchTitan reads LOCAL_RANK, so it goes through torchrun even on one GPU; --role/--tee label each line's rank.
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={mesh['gpus']}"]
-    torchrun += ["--role", "rank", "--tee", "3"]
-    cmd = [*torchrun, "-m", "torchtitan.train", "--job.config_file", str(work / "torchtitan.toml")]
-    path = os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH")]))
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": path,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HOME": str(work / "hf-home"),
-    }
-    status, error = run_until(cmd, env, work, log_path, lambda: len(steps_logged()), total, timeout_s)
-    out = {"status": status, "error": error}
-    if status == "ok":
-        logged = steps_logged()
-        kept = [s for s in logged if warm < s[0] <= total]
-        tokens_per_gpu = global_batch(cfg, mesh["gpus"]) * cfg["seq_len"] / mesh["gpus"]
-        out |= {
-            "step_times_s": [tokens_per_gpu / s[3] for s in kept],  # tps is per GPU, rounded to a token
-            "losses": [s[1] for s in logged[:total]],
-            "peak_mem_gib": max(s[2] for s in kept),
-            "peak_mem_kind": "torch.cuda max_reserved (TorchTitan's log)",
-        }
-    return out
 
 
 # ---- megatron-core + torch kernels ----
@@ -550,16 +502,7 @@ def megatron_run(cfg, mesh, routing, steps, work: Path, log_path: Path, timeout_
     cmd = [*launcher(mesh, work.name), str(script), "--spec", str(work / "spec.json"), "--metrics", str(metrics)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     status, error = run_until(cmd, env, work, log_path, lambda: len(step_records(metrics)), total, timeout_s)
-    out = {"status": status, "error": error}
-    kept = [r for r in step_records(metrics) if steps[0] < r["step"] <= total]
-    if status == "ok":
-        out |= {
-            "step_times_s": [r["step_time_s"] for r in kept],
-            "losses": [r["loss"] for r in step_records(metrics)[:total]],
-            "peak_mem_gib": max(r["max_mem_gib"] for r in kept),
-            "peak_mem_kind": "torch.cuda.max_memory_allocated",
-        }
-    return out
+    return read_steps(status, error, metrics, steps, "max_mem_gib", MEM_KIND)
 
 
 def to_toml(table: dict) -> str:
@@ -621,6 +564,9 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
         "smoke": call["smoke"],
         "call_id": call["id"],
         "run_index": call["index"],
+        "run_order_seed": call["order_seed"],
+        "input_pipeline": INPUT_PIPELINE,
+        "step_time_window": "wall time between the ends of two steps, each after the loss reduction's host read",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         **framework_info(framework),
         "label": framework,
@@ -685,16 +631,43 @@ def summary(records: list[dict]) -> str:
             f"{f(r['mfu_measured_peak'], '.1%'):>7} {f(r['peak_mem_gib'], '.1f'):>7} "
             f"{f(r['peak_mem_nvidia_smi_gib'], '.1f'):>7}  {r['status']} {r['error'][:80]}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + ratio_lines(records))
 
 
-def plan(meshes: list[dict], frameworks: list[str], routings: list[str], repeats: int):
-    """The order of runs: frameworks alternate innermost, and their order rotates with each repeat."""
+def ratio_lines(records: list[dict]) -> list[str]:
+    """Per mesh and routing: pithtrain's best BF16 run over TorchTitan's best and megatron-core's, FP8 over BF16."""
+    lines = []
+    blocks = {(mesh_label(r["mesh"]), r["routing"]) for r in records}
+    for mesh, routing in sorted(blocks):
+        block = [r for r in records if (mesh_label(r["mesh"]), r["routing"]) == (mesh, routing)]
+
+        def best(pred, block=block):
+            return max(
+                (r["tokens_per_s_per_gpu"] for r in block if pred(r) and r["tokens_per_s_per_gpu"]), default=None
+            )
+
+        bf16 = best(lambda r: r["framework"] == "pithtrain" and r["variant"] != "fp8")
+        pairs = {
+            "BF16/TorchTitan": (bf16, best(lambda r: r["framework"] == "torchtitan")),
+            "BF16/megatron-core": (bf16, best(lambda r: r["framework"].startswith("megatron-core"))),
+            "FP8/BF16": (best(lambda r: r["framework"] == "pithtrain" and r["variant"] == "fp8"), bf16),
+        }
+        parts = [f"{name} {a / b:.3f}" for name, (a, b) in pairs.items() if a and b]
+        if parts:
+            lines.append(
+                f"ratios {mesh} {routing}: " + ", ".join(parts) + " (pithtrain BF16: its best of eager/compiled)"
+            )
+    return lines
+
+
+def plan(meshes: list[dict], frameworks: list[str], routings: list[str], repeats: int, seed: int):
+    """The order of runs: blocks of every framework once (a mesh, a repeat, a routing), each block in its own
+    random order drawn from `seed`, so that no framework always runs first or right after another."""
+    rng = random.Random(seed)
     for mesh in meshes:
-        for rep in range(repeats):
-            order = frameworks[rep % len(frameworks) :] + frameworks[: rep % len(frameworks)]
+        for _ in range(repeats):
             for routing in routings:
-                for framework in order:
+                for framework in rng.sample(frameworks, len(frameworks)):
                     yield mesh, framework, routing
 
 
@@ -708,7 +681,8 @@ def parse_args(argv=None):
     p.add_argument("--both-routings", action="store_true", help="run natural and balanced routing, alternating")
     p.add_argument("--gpus", help="comma list of GPU counts: the config's meshes with that many GPUs (default: all)")
     p.add_argument("--steps", help="W,T: warm-up and timed steps (default: the config's)")
-    p.add_argument("--repeats", type=int, default=1, help="rounds over the frameworks; the order rotates each round")
+    p.add_argument("--repeats", type=int, default=1, help="rounds over the frameworks, each in a fresh random order")
+    p.add_argument("--order-seed", type=int, help="seed of the run order (default: from the clock; in every record)")
     p.add_argument("--out", default=str(REPO / "results" / "throughput"), help="directory for <call id>.jsonl")
     p.add_argument("--logs", help="directory for each run's log (default: <out>/logs-<call id>)")
     p.add_argument("--run-timeout", type=float, default=600, help="seconds before one run is stopped")
@@ -735,6 +709,11 @@ def select(args) -> tuple[dict, list[str], tuple[int, int], list[dict], list[str
     steps = tuple(int(s) for s in args.steps.split(",")) if args.steps else (cfg["warmup_steps"], cfg["timed_steps"])
     if len(steps) != 2 or steps[1] < 1:
         raise SystemExit(f"--steps {args.steps}: give W,T with T >= 1")
+    if not args.smoke and (steps[0] < MIN_STEPS[0] or steps[1] < MIN_STEPS[1]):
+        raise SystemExit(
+            f"--steps / config {cfg['name']!r}: {steps[0]} warm-up and {steps[1]} timed steps; a GPU comparison needs "
+            f"at least {MIN_STEPS[0]} and {MIN_STEPS[1]} (compile settles, the median steadies): give --steps 10,20"
+        )
     meshes = [mesh_of(m) for m in cfg["meshes"]]
     if args.gpus:
         wanted = {int(g) for g in args.gpus.split(",")}
@@ -768,7 +747,8 @@ def main(argv=None) -> int:
 
     commit, dirty = git_state()
     call_id = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{cfg['name']}"
-    call = {"id": call_id, "smoke": args.smoke, "git_commit": commit, "git_dirty": dirty}
+    order_seed = args.order_seed if args.order_seed is not None else time.time_ns() % 2**31
+    call = {"id": call_id, "smoke": args.smoke, "git_commit": commit, "git_dirty": dirty, "order_seed": order_seed}
     call["torch_version"] = torch.__version__
     out = Path(args.out)
     logs = Path(args.logs) if args.logs else out / f"logs-{call_id}"
@@ -778,7 +758,8 @@ def main(argv=None) -> int:
     fpt = flops_per_token(cfg)
     records = []
     with tempfile.TemporaryDirectory(prefix="pithbench-") as tmp:
-        for index, (mesh, framework, routing) in enumerate(plan(meshes, frameworks, routings, args.repeats), 1):
+        runs = plan(meshes, frameworks, routings, args.repeats, order_seed)
+        for index, (mesh, framework, routing) in enumerate(runs, 1):
             call["index"] = index
             left = args.deadline - (time.monotonic() - started) if args.deadline else args.run_timeout
             if left < 60:

@@ -1,6 +1,8 @@
-"""benchmarks/throughput.py: the CPU smoke run end to end (pithtrain's CLI, metrics.jsonl, the JSONL record),
-and the pieces the GPU runs rely on that can be checked without a GPU: the configurations, the run
-order, TorchTitan's log-line parser and the flavor module written for it."""
+"""benchmarks/throughput.py: the CPU smoke run end to end (pithtrain's trainer fed in memory, metrics.jsonl, the
+JSONL record), and the pieces the GPU runs rely on that can be checked without a GPU: the configurations, the step
+minimums, the run order, the per-step reader, TorchTitan's job and flavor module, and TorchTitan's driver
+(benchmarks/torchtitan_run.py: in-memory loader, step recorder; the loader only where torchtitan imports: its
+Trainer needs CUDA, so it is never run here)."""
 
 import importlib.util
 import json
@@ -9,6 +11,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "throughput.py"
@@ -22,7 +27,7 @@ RECORD_FIELDS = {
     "warmup_steps", "timed_steps", "flops_per_token", "peak_spec_tflops", "peak_measured_tflops", "git_commit",
     "git_dirty", "torch_version", "status", "error", "tokens_per_s_per_gpu", "mfu_spec", "mfu_measured_peak",
     "peak_mem_gib", "peak_mem_kind", "peak_mem_nvidia_smi_gib", "step_times_s", "losses", "log",
-    "peak_measured_per_gpu_tflops",
+    "peak_measured_per_gpu_tflops", "input_pipeline", "run_order_seed", "step_time_window",
 }  # fmt: skip
 
 
@@ -47,6 +52,7 @@ def test_smoke_run_writes_a_labelled_record(tmp_path):
     assert rec["smoke"] is True and rec["status"] == "ok", rec["error"]
     assert (rec["framework"], rec["config"], rec["routing"], rec["gpus"]) == ("pithtrain", "smoke-tiny", "natural", 1)
     assert rec["schema"] == throughput.SCHEMA and rec["torch_version"] and len(rec["git_commit"]) >= 7
+    assert rec["input_pipeline"] == "synthetic-in-memory" and rec["peak_mem_kind"] == "process peak RSS"
     assert len(rec["step_times_s"]) == rec["timed_steps"] == 2 and rec["warmup_steps"] == 1
     tokens_per_gpu = rec["global_batch_size"] * rec["seq_len"]
     median = sorted(tokens_per_gpu / t for t in rec["step_times_s"])
@@ -79,26 +85,114 @@ def test_every_config_loads_and_its_meshes_divide():
         assert throughput.flops_per_token(cfg) > 0
 
 
-def test_runs_alternate_between_frameworks():
-    meshes = [{"gpus": 1}, {"gpus": 2}]
-    order = [(m["gpus"], f) for m, f, _ in throughput.plan(meshes, ["a", "b", "c"], ["natural"], 2)]
-    assert order == [(1, "a"), (1, "b"), (1, "c"), (1, "b"), (1, "c"), (1, "a")] + [
-        (2, "a"), (2, "b"), (2, "c"), (2, "b"), (2, "c"), (2, "a")
+def test_each_block_runs_every_framework_once_in_a_seeded_random_order():
+    meshes, fws = [{"gpus": 1}, {"gpus": 2}], ["a", "b", "c", "d"]
+
+    def blocks(seed, repeats=2, routings=("natural", "balanced")):
+        runs = [(m["gpus"], f, r) for m, f, r in throughput.plan(meshes, fws, list(routings), repeats, seed)]
+        return [runs[i : i + len(fws)] for i in range(0, len(runs), len(fws))]
+
+    for block in blocks(7):
+        assert sorted(f for _, f, _ in block) == fws and len({(g, r) for g, _, r in block}) == 1
+    assert [(g, r) for g, _, r in (b[0] for b in blocks(7))] == [(1, "natural"), (1, "balanced")] * 2 + [
+        (2, "natural"), (2, "balanced")] * 2  # fmt: skip
+    assert blocks(7) == blocks(7)
+    # With one repeat and one routing the order still changes between calls: no side is always first.
+    firsts = {blocks(seed, 1, ["natural"])[0][0][1] for seed in range(20)}
+    assert firsts == set(fws)
+
+
+def test_gpu_runs_need_ten_warmup_and_twenty_timed_steps():
+    args = throughput.parse_args(["--config", "qwen3-30b-a3b-8l", "--steps", "3,8"])
+    with pytest.raises(SystemExit, match="at least 10 and 20"):
+        throughput.select(args)
+    cfg, _, steps, meshes, _ = throughput.select(throughput.parse_args(["--config", "qwen3-30b-a3b-8l"]))
+    assert steps == (10, 20) and [m["gpus"] for m in meshes] == [1, 2]
+    assert cfg["model"]["num_hidden_layers"] == 8
+
+
+def test_read_steps_keeps_the_timed_steps_and_the_runs_peak(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    lines = [{"step": i, "step_time_s": 0.1 * i, "loss": 10 - i, "mem": 5.0 + (i == 2)} for i in range(1, 7)]
+    metrics.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"step": 7, "step_ti')  # a line cut mid-write
+    out = throughput.read_steps("ok", "", metrics, (2, 3), "mem", "kind")
+    assert out["step_times_s"] == [0.1 * 3, 0.1 * 4, 0.1 * 5] and out["losses"] == [9, 8, 7, 6, 5]
+    assert out["peak_mem_gib"] == 6.0 and out["peak_mem_kind"] == "kind"
+    assert throughput.read_steps("failed", "why", metrics, (2, 3), "mem", "kind") == {
+        "status": "failed",
+        "error": "why",
+    }
+
+
+def test_summary_gives_the_ratios_of_each_mesh_and_routing():
+    def rec(label, fw, variant, tps, routing="natural"):
+        return {"label": label, "framework": fw, "variant": variant, "tokens_per_s_per_gpu": tps, "gpus": 1,
+                "mesh": {"pp": 1, "dp": 1, "cp": 1, "ep": 1}, "routing": routing, "mfu_spec": None,
+                "mfu_measured_peak": None, "peak_mem_gib": None, "peak_mem_nvidia_smi_gib": None, "status": "ok",
+                "error": ""}  # fmt: skip
+
+    records = [
+        rec("pithtrain", "pithtrain", "eager", 80.0), rec("pithtrain-compiled", "pithtrain", "compiled", 100.0),
+        rec("pithtrain-fp8", "pithtrain", "fp8", 90.0), rec("torchtitan-compiled", "torchtitan", "compiled", 80.0),
+        rec("megatron-core", "megatron-core + torch kernels", "eager", 50.0),
+        rec("torchtitan-compiled", "torchtitan", "compiled", None, "balanced"),
     ]  # fmt: skip
+    last = throughput.summary(records).splitlines()[-1]
+    assert last.startswith("ratios 1GPU natural: BF16/TorchTitan 1.250, BF16/megatron-core 2.000, FP8/BF16 0.900")
 
 
-def test_torchtitan_log_lines_count_once_per_step():
-    def line(rank, step, tps):
-        prefix = "" if rank is None else f"[rank{rank}]:"
-        return (
-            f"{prefix}[titan] 2026-11-30 09:00:00,000 - root - INFO - step: {step:2}  loss: 11.93251  "
-            f"grad_norm:  1.2345  memory: 61.20GiB(43.03%)  tps: {tps:,}  tflops: 215.11  mfu: 21.75%"
-        )
+def test_torchtitan_job_is_fed_by_the_driver_not_a_dataset(tmp_path):
+    cfg = throughput.load_config("qwen3-30b-a3b-8l")
+    mesh = throughput.mesh_of(cfg["meshes"][1])
+    job = throughput.torchtitan_job(cfg, mesh, "balanced", 30, True, "qwen3", tmp_path)
+    assert job["model"] == {"name": "qwen3", "flavor": throughput.TT_FLAVOR}  # no tokenizer assets
+    assert not {"dataset", "dataset_path"} & job["training"].keys() and job["training"]["steps"] == 30
+    assert job["metrics"]["log_freq"] == 1 and job["debug"]["moe_force_load_balance"] is True
+    assert job["training"]["local_batch_size"] == 4 and job["parallelism"]["expert_parallel_degree"] == 2
 
-    two_ranks = "\n".join([line(1, 1, 5), line(0, 1, 60_412), "noise", line(0, 2, 61_000), line(1, 2, 7)])
-    assert throughput.torchtitan_steps(two_ranks) == [(1, 11.93251, 61.2, 60412.0), (2, 11.93251, 61.2, 61000.0)]
-    unprefixed = "\n".join([line(None, 1, 60_412), line(None, 1, 59_000), line(None, 2, 61_000)])
-    assert [s[0] for s in throughput.torchtitan_steps(unprefixed)] == [1, 2]
+
+def load_driver(name):
+    sys.path.insert(0, str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_torchtitan_step_recorder_times_from_one_line_to_the_next(tmp_path, monkeypatch):
+    driver = load_driver("torchtitan_run")
+    clock = iter([10.0, 10.5, 11.25])
+    monkeypatch.setattr(driver.time, "perf_counter", lambda: next(clock))
+    rec = driver.StepRecorder(str(tmp_path / "m.jsonl"), torch.device("cpu"))
+    rec.record(1, 12.5)
+    rec.record(2, 12.0)
+    lines = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [(x["step"], x["step_time_s"], x["loss"]) for x in lines] == [(1, 0.5, 12.5), (2, 0.75, 12.0)]
+
+
+def test_torchtitan_in_memory_spec_has_no_tokenizer_and_yields_each_steps_ids():
+    pytest.importorskip("torchtitan", reason="torchtitan 0.2.2 is not installed here (the GPU machine has it)")
+    from types import SimpleNamespace
+
+    from torchtitan.protocols.train_spec import get_train_spec
+
+    driver = load_driver("torchtitan_run")
+    name = driver.register_in_memory_spec("qwen3")
+    spec, base = get_train_spec(name), get_train_spec("qwen3")
+    assert spec.build_tokenizer_fn is None and spec.model_cls is base.model_cls and spec.model_args is base.model_args
+    flavor = next(iter(spec.model_args))
+    job = SimpleNamespace(
+        training=SimpleNamespace(local_batch_size=2, seq_len=16, steps=3),
+        model=SimpleNamespace(flavor=flavor),
+        debug=SimpleNamespace(seed=5),
+    )
+    loaders = [spec.build_dataloader_fn(dp_world_size=2, dp_rank=r, tokenizer=None, job_config=job) for r in (0, 1)]
+    batches = [list(loader) for loader in loaders]
+    assert len(batches[0]) == 3
+    (inputs, labels), vocab = batches[0][0], spec.model_args[flavor].vocab_size
+    assert inputs.keys() == {"input"} and inputs["input"].shape == labels.shape == (2, 16)
+    assert torch.equal(inputs["input"][:, 1:], labels[:, :-1]) and int(labels.max()) < vocab
+    assert not torch.equal(batches[0][0][1], batches[1][0][1])  # each data-parallel rank its own ids
 
 
 def test_torchtitan_flavor_module_matches_the_shape(tmp_path):
@@ -173,8 +267,6 @@ def test_torchtitan_flavor_module_names_each_familys_classes(tmp_path):
 
 
 def test_torchtitan_side_refuses_what_its_deepseek_model_cannot_match(tmp_path):
-    import pytest
-
     ds = throughput.load_config("deepseek-v2-lite-6l")
     for change, reason in (
         ({"rope_factor": 40.0}, "rope_factor"),

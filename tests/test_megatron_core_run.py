@@ -29,6 +29,7 @@ TINY_SPEC = {
 
 
 def load_driver():
+    sys.path.insert(0, str(DRIVER.parent))  # the driver imports benchmarks/synthetic.py
     spec = importlib.util.spec_from_file_location("megatron_core_run", DRIVER)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
