@@ -1,0 +1,98 @@
+"""Tokens/s of a base revision against the working tree, alternating runs; prints PASS or FAIL.
+
+    python skills/validate-performance/scripts/check.py [--base HEAD | --base-dir DIR] [--config CFG]
+        [--steps 8] [--warmup-steps 3] [--rounds 2] [--tolerance FRACTION] [--set SECTION.KEY=VALUE ...]
+
+Runs base, working tree, base, working tree, ... (`--rounds` of each, all children of this process, each
+importing only its own tree: ../../validate-correctness/scripts/trees.py). A run's rate is the median tokens/s of
+its steps after `--warmup-steps`; a side's rate is its fastest run (other load on the machine only slows runs
+down). Verdict: the working tree's rate must be at least the base's x (1 - tolerance); the tolerance defaults to
+the base runs' own relative spread (max - min) / max: no regression beyond what runs of the same code differ by.
+`--base-dir` compares against a tree on disk instead of a revision (a machine without git).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validate-correctness" / "scripts"))
+from trees import RunError, base_worktree, changed_code, repo_root, train_in_tree  # noqa: E402
+
+
+def rate(records: list, warmup: int) -> float:
+    timed = [r["tokens_per_s"] for r in records if r["step"] > warmup]
+    if not timed:
+        raise RunError(f"no step after the {warmup} warm-up steps: raise --steps")
+    return statistics.median(timed)
+
+
+def measure(base_tree: Path, work_tree: Path, args, scratch: Path) -> tuple[list, list, dict, dict]:
+    overrides = [f"training.max_steps={args.steps}", *args.overrides]
+    base, work = [], []
+    for i in range(args.rounds):  # alternate, so drifts of the machine hit both sides alike
+        records, prov_b = train_in_tree(base_tree, args.config, overrides, scratch / f"base{i}", f"base #{i + 1}")
+        base.append(rate(records, args.warmup_steps))
+        records, prov_w = train_in_tree(work_tree, args.config, overrides, scratch / f"work{i}", f"work #{i + 1}")
+        work.append(rate(records, args.warmup_steps))
+    return base, work, prov_b, prov_w
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repo", help="repository whose working tree is measured (default: the one holding the cwd)")
+    ap.add_argument("--base", default="HEAD", help="base revision, checked out with git worktree")
+    ap.add_argument("--base-dir", type=lambda p: Path(p).resolve(), help="base source tree on disk instead")
+    ap.add_argument("--work-dir", type=lambda p: Path(p).resolve(), help="with --base-dir: the measured tree")
+    ap.add_argument("--config", default="examples/qwen3-moe-tiny.toml", help="run config, relative to each tree")
+    ap.add_argument("--steps", type=int, default=8, help="training steps per run")
+    ap.add_argument("--warmup-steps", type=int, default=3, help="first steps left out of the rate")
+    ap.add_argument("--rounds", type=int, default=2, help="runs of each side (at least 2: the spread needs two)")
+    ap.add_argument("--tolerance", type=float, help="allowed regression as a fraction (default: the base spread)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override for every run")
+    ap.add_argument("--record", type=Path, help="write the rates and code hashes here as JSON")
+    args = ap.parse_args()
+    if args.rounds < 2:
+        ap.error("--rounds must be at least 2: the base spread needs two base runs")
+    scratch = Path(tempfile.mkdtemp(prefix="pith-performance-"))
+    if args.base_dir:
+        work_tree = args.work_dir or repo_root(args.repo)
+        base, work, prov_b, prov_w = measure(args.base_dir, work_tree, args, scratch)
+        base_name, changed = str(args.base_dir), None
+    else:
+        repo = repo_root(args.repo)
+        changed = changed_code(repo, args.base)
+        with base_worktree(repo, args.base) as (base_tree, commit):
+            base, work, prov_b, prov_w = measure(base_tree, repo, args, scratch)
+        base_name = commit[:12]
+    spread = (max(base) - min(base)) / max(base)
+    tolerance = spread if args.tolerance is None else args.tolerance
+    floor = max(base) * (1 - tolerance)
+    print(f"base {base_name} code {prov_b['code_hash']}: tokens/s {', '.join(f'{r:,.0f}' for r in base)}")
+    print(f"working tree code {prov_w['code_hash']}: tokens/s {', '.join(f'{r:,.0f}' for r in work)}")
+    print(f"base spread {100 * spread:.2f}%, tolerance {100 * tolerance:.2f}%, floor {floor:,.0f} tokens/s")
+    if args.record:
+        record = {"base": base_name, "base_code": prov_b["code_hash"], "work_code": prov_w["code_hash"]}
+        record |= {"base_tokens_per_s": base, "work_tokens_per_s": work, "spread": spread, "tolerance": tolerance}
+        args.record.write_text(json.dumps(record, indent=1))
+    if changed and prov_b["code_hash"] == prov_w["code_hash"]:
+        print(f"FAIL: base and working tree ran the same code ({prov_b['code_hash']}) although {changed} differ")
+        return 1
+    if max(work) < floor:
+        print(
+            f"FAIL: working tree {max(work):,.0f} tokens/s is {100 * (1 - max(work) / max(base)):.1f}% below the "
+            f"base ({max(base):,.0f}, fastest runs), beyond the tolerance {100 * tolerance:.2f}%"
+        )
+        return 1
+    print(f"PASS (working tree {max(work):,.0f} tokens/s, {100 * (max(work) / max(base) - 1):+.1f}% vs base)")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RunError as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)
