@@ -77,7 +77,8 @@ def main() -> int:
     for reason in found:
         print(f"FAIL: {reason}")
     if not found:
-        print(f"PASS ({args.script} launches {args.nodes} x {args.gpus_per_node} GPUs, PP {args.pp} CP {args.cp} EP {args.ep})")
+        mesh = f"PP {args.pp} CP {args.cp} EP {args.ep}"
+        print(f"PASS ({args.script} launches {args.nodes} x {args.gpus_per_node} GPUs, {mesh})")
     return 1 if found else 0
 
 

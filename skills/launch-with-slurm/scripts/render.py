@@ -81,15 +81,16 @@ def main() -> int:
         return 2
     dp = world // (args.pp * args.cp * args.ep)
     extra = "".join(f"#SBATCH --{k}={v}\n" for k, v in [("time", args.time), ("partition", args.partition)] if v)
-    train_args = " ".join(shlex.quote(a) for a in [args.config, *[x for s in args.overrides + mesh for x in ("--set", s)]])
+    train_args = [args.config, *[x for s in args.overrides + mesh for x in ("--set", s)]]
+    layout = f"PP {args.pp} DP {dp} CP {args.cp} EP {args.ep}"
     text = TEMPLATE.format(
-        summary=f"{args.config} on {args.nodes} x {args.gpus_per_node} GPUs: PP {args.pp} DP {dp} CP {args.cp} EP {args.ep}",
+        summary=f"{args.config} on {args.nodes} x {args.gpus_per_node} GPUs: {layout}",
         out=args.out, job_name=Path(args.config).stem, nodes=args.nodes, gpus=args.gpus_per_node,
-        extra_sbatch=extra, port=args.port, train_args=train_args,
+        extra_sbatch=extra, port=args.port, train_args=" ".join(shlex.quote(a) for a in train_args),
     )  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    print(f"wrote {args.out}: PP {args.pp} DP {dp} CP {args.cp} EP {args.ep} on {world} GPUs")
+    print(f"wrote {args.out}: {layout} on {world} GPUs")
     return 0
 
 
