@@ -1,7 +1,8 @@
-"""`python -m ate_bench {run,list,check,report}`: the ATE-Bench command line.
+"""`python -m ate_bench {run,list,check,report,validate,cost}`: the ATE-Bench command line.
 
-Exit status: 0 done (a FAIL verdict is still a finished run), 2 bad input or a run that cannot start
-(unknown name, malformed task.toml, agent CLI or credentials missing); nothing is recorded then.
+Exit status of `run` and `check`: 0 PASS, 1 FAIL, 3 checker error (ERROR), 2 bad input or a run that
+cannot start (unknown name, malformed task.toml, agent CLI or credentials missing, too few GPUs; nothing
+is recorded then). `validate`: 0 when every cell is as expected, 1 when one is not, 2 bad input.
 """
 
 import argparse
@@ -10,13 +11,60 @@ import sys
 from pathlib import Path
 
 from ate_bench import agents
+from ate_bench.cost import run_cost
 from ate_bench.frameworks import FRAMEWORKS, SOURCE_MODES
-from ate_bench.runner import DEFAULT_WORK_ROOT, RunOptions, load_records, report, run_checker, run_once
-from ate_bench.tasks import TaskError, find_task, load_tasks
+from ate_bench.runner import (
+    DEFAULT_WORK_ROOT,
+    VERDICT_EXIT,
+    RunOptions,
+    load_records,
+    report,
+    run_checker,
+    run_once,
+)
+from ate_bench.tasks import PROFILE_GPUS, TaskError, find_task, load_task, load_tasks
+from ate_bench.validate import run_validate
 from ate_bench.workspace import DEFAULT_CACHE_DIR, REPO_ROOT, MaterializeError
 
 DEFAULT_TASKS_DIR = REPO_ROOT / "tasks"
 DEFAULT_RESULTS_DIR = Path("results") / "ate"
+
+
+def _common(p: argparse.ArgumentParser, default) -> None:
+    """--tasks-dir and --results-dir, accepted before or after the subcommand."""
+    p.add_argument(
+        "--tasks-dir",
+        type=Path,
+        default=default(DEFAULT_TASKS_DIR),
+        help=f"tasks/<category>/<slug>/ root (default: {DEFAULT_TASKS_DIR})",
+    )
+    p.add_argument(
+        "--results-dir",
+        type=Path,
+        default=default(DEFAULT_RESULTS_DIR),
+        help=f"where records go (default: {DEFAULT_RESULTS_DIR}, resolved against the current directory)",
+    )
+
+
+def _source_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--source",
+        choices=SOURCE_MODES,
+        default="auto",
+        help="megatron-lm/torchtitan source: pinned git commit, PyPI sdist, or git if reachable else PyPI",
+    )
+    p.add_argument(
+        "--work-root",
+        type=Path,
+        default=DEFAULT_WORK_ROOT,
+        help="workspaces and agent HOMEs, outside this repo (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE_DIR,
+        help="downloaded sdists and git mirrors (default: %(default)s)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,21 +73,15 @@ def _parser() -> argparse.ArgumentParser:
         description="ATE-Bench: drive a coding agent on a framework workspace and measure its effort "
         "(session duration, active GPU time, agent turns, per-turn context, output tokens).",
     )
-    p.add_argument(
-        "--tasks-dir",
-        type=Path,
-        default=DEFAULT_TASKS_DIR,
-        help="tasks/<category>/<slug>/ root (default: %(default)s)",
-    )
-    p.add_argument(
-        "--results-dir",
-        type=Path,
-        default=DEFAULT_RESULTS_DIR,
-        help="where run records go (default: %(default)s)",
-    )
+    _common(p, lambda d: d)
     sub = p.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="materialize a workspace, run an agent on a task, check it, record the run")
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help)
+        _common(sp, lambda d: argparse.SUPPRESS)  # given here, it overrides the one before the subcommand
+        return sp
+
+    run = add("run", "materialize a workspace, run an agent on a task, check it, record the run")
     run.add_argument("--task", required=True, help="task id, e.g. qa-01 (see `list`)")
     run.add_argument("--framework", required=True, choices=list(FRAMEWORKS))
     run.add_argument(
@@ -47,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         choices=list(agents.AGENTS),
         help="gold/noop validate the harness; they are never agent results",
+    )
+    run.add_argument(
+        "--profile",
+        choices=list(PROFILE_GPUS),
+        help="operate/feature tasks: the size to run (GPUs: "
+        + ", ".join(f"{k} {v}" for k, v in PROFILE_GPUS.items())
+        + "); default: the task's first profile",
     )
     run.add_argument(
         "--model",
@@ -57,26 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-skills",
         action="store_true",
-        help="strip AGENTS.md, CLAUDE.md, skills trees, .claude/.codex/.agents (same for every framework)",
+        help="remove skills/ trees, .claude/.codex/.agents skills and the '## Skills' section of AGENTS.md/CLAUDE.md",
     )
-    run.add_argument(
-        "--source",
-        choices=SOURCE_MODES,
-        default="auto",
-        help="megatron-lm/torchtitan source: pinned git commit, PyPI sdist, or git if reachable else PyPI",
-    )
-    run.add_argument(
-        "--work-root",
-        type=Path,
-        default=DEFAULT_WORK_ROOT,
-        help="workspaces and agent HOMEs, outside this repo (default: %(default)s)",
-    )
-    run.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=DEFAULT_CACHE_DIR,
-        help="downloaded sdists and git mirrors (default: %(default)s)",
-    )
+    _source_options(run)
     run.add_argument(
         "--time-limit-s", type=float, default=None, help="override the task's time limit (harness debugging)"
     )
@@ -88,21 +120,36 @@ def _parser() -> argparse.ArgumentParser:
         help="pass one more environment variable to the agent (recorded by name)",
     )
 
-    sub.add_parser("list", help="list tasks, frameworks and agents")
+    add("list", "list tasks, frameworks and agents")
 
-    check = sub.add_parser("check", help="re-run a task's checker on a saved workspace")
+    check = add("check", "re-run a task's checker on a saved workspace")
     check.add_argument("--record", type=Path, help="a run's record.json (gives task, framework, workspace, answer)")
     check.add_argument("--task", help="task id (without --record)")
     check.add_argument("--framework", choices=list(FRAMEWORKS), help="(without --record)")
     check.add_argument("--workspace", type=Path, help="(without --record)")
+    check.add_argument("--profile", choices=list(PROFILE_GPUS), help="(without --record; default: the task's first)")
     check.add_argument("--answer", type=Path, help="the agent's final message (Q&A); default: an empty file")
 
-    sub.add_parser("report", help="medians over repeats as a Markdown table, from the records in --results-dir")
+    add("report", "medians over repeats as a Markdown table, from the run records in --results-dir")
+
+    val = add("validate", "prove the checkers: gold must PASS, noop and every wrong answer must FAIL")
+    val.add_argument("--tasks", nargs="+", default=["*"], metavar="GLOB", help="task ids or globs, e.g. 'qa-*'")
+    val.add_argument("--frameworks", nargs="+", choices=list(FRAMEWORKS), default=list(FRAMEWORKS))
+    val.add_argument("--profiles", nargs="+", choices=list(PROFILE_GPUS), default=list(PROFILE_GPUS))
+    val.add_argument("--out", type=Path, help="where the record goes (default: <results-dir>/validation)")
+    _source_options(val)
+
+    cost = add("cost", "agent-free cost of each Q&A task: cited lines and bytes, term files, import hops")
+    cost.add_argument("--tasks", nargs="+", default=["qa-*"], metavar="GLOB", help="task ids or globs")
+    cost.add_argument("--frameworks", nargs="+", choices=list(FRAMEWORKS), default=list(FRAMEWORKS))
+    cost.add_argument("--out", type=Path, help="where the record goes (default: <results-dir>/cost)")
+    _source_options(cost)
     return p
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     task = find_task(args.tasks_dir, args.task)
+    statuses = []
     for i in range(args.repeat):
         opts = RunOptions(
             task=task,
@@ -116,35 +163,51 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             time_limit_s=args.time_limit_s,
             pass_env=tuple(args.pass_env),
+            profile=args.profile or "",
         )
         path = run_once(opts)
         rec = json.loads(path.read_text())
-        verdict = "PASS" if rec["verdict"]["passed"] else "FAIL: " + "; ".join(rec["verdict"]["reasons"])
+        v = rec["verdict"]
+        statuses.append(v["status"])
+        line = v["status"] if v["passed"] else f"{v['status']}: " + "; ".join(v["reasons"])
         m = rec["metrics"] or {}
-        print(f"[{i + 1}/{args.repeat}] {rec['run_id']}: {verdict}")
-        turns, out, dur = m.get("agent_turns"), m.get("output_tokens"), m.get("session_duration_s")
-        print(f"  turns={turns} output_tokens={out} session_s={dur}")
+        print(f"[{i + 1}/{args.repeat}] {rec['run_id']}: {line}")
+        dur = m.get("session_duration_s")
+        dur_s = f"{dur:.1f}" if dur is not None else "n/a"
+        print(f"  turns={m.get('agent_turns')} output_tokens={m.get('output_tokens')} session_s={dur_s}")
         print(f"  record: {path}")
-    return 0
+    return max(VERDICT_EXIT[s] for s in statuses)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    for task in load_tasks(args.tasks_dir).values() if args.tasks_dir.is_dir() else []:
-        print(f"{task.id:12} {task.tools:9} gpus={task.gpus} {','.join(task.frameworks):32} {task.title}")
+    where = args.tasks_dir.resolve()
+    tasks = load_tasks(where) if where.is_dir() else {}
+    for task in tasks.values():
+        sizes = f"profiles={','.join(task.profiles)}" if task.profiles else f"gpus={task.gpus}"
+        print(f"{task.id:12} {task.tools:9} {sizes:26} {','.join(task.frameworks):32} {task.title}")
+    if not tasks:
+        print(f"no tasks under {where} (looked for <category>/<slug>/task.toml; --tasks-dir sets it)")
     print("frameworks:", ", ".join(FRAMEWORKS))
     print("agents:", ", ".join(agents.AGENTS), f"({', '.join(agents.HARNESS_AGENTS)}: harness validation)")
+    print("profiles:", ", ".join(f"{k} ({v} GPUs)" for k, v in PROFILE_GPUS.items()))
     return 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
     if args.record:
-        rec = json.loads(args.record.read_text())
-        task = find_task(args.tasks_dir, rec["task"]["id"])
+        record = args.record.resolve()
+        rec = json.loads(record.read_text())
+        task_dir = Path(rec["task"]["dir"])
+        if not task_dir.is_dir():
+            raise TaskError(f"{record}: the task directory it names, {task_dir}, does not exist")
+        task = load_task(task_dir)  # the task the run used, wherever --tasks-dir points
         framework, workspace = rec["framework"]["name"], Path(rec["workspace"])
-        answer = args.record.parent / agents.FINAL_MESSAGE_FILE
-        log_dir = args.record.parent / "recheck"
+        profile = rec["task"].get("profile", "")
+        answer = record.parent / agents.FINAL_MESSAGE_FILE
+        log_dir = record.parent / "recheck"
     elif args.task and args.framework and args.workspace:
-        task, framework, workspace = find_task(args.tasks_dir, args.task), args.framework, args.workspace
+        task, framework, workspace = find_task(args.tasks_dir, args.task), args.framework, args.workspace.resolve()
+        profile = task.check_profile(args.profile)
         answer, log_dir = args.answer, workspace.parent / "recheck"
     else:
         print("ate_bench: check needs --record, or --task, --framework and --workspace", file=sys.stderr)
@@ -153,10 +216,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if answer is None:
         answer = log_dir / "empty_answer.md"
         answer.write_text("")
-    verdict = run_checker(task, framework, workspace, answer, log_dir)
-    print(verdict.output)
-    print("PASS" if verdict.passed else "FAIL: " + "; ".join(verdict.reasons))
-    return 0 if verdict.passed else 1
+    verdict = run_checker(task, framework, workspace, answer, log_dir, profile)
+    print(verdict.line())
+    print(f"  checker output: {log_dir / 'check.log'}")
+    return VERDICT_EXIT[verdict.status]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "report":
             print(report(load_records(args.results_dir)), end="")
             return 0
+        elif args.command == "validate":
+            return run_validate(args, ["python -m ate_bench", *(sys.argv[1:] if argv is None else argv)])
+        elif args.command == "cost":
+            return run_cost(args, ["python -m ate_bench", *(sys.argv[1:] if argv is None else argv)])
         else:
             raise AssertionError(args.command)
     except agents.CannotStart as e:

@@ -66,15 +66,17 @@ def make_launch(
     run_dir: Path,
     model: str,
     environ: dict[str, str],
+    profile: str = "",
 ) -> AgentLaunch:
-    """The command line for `agent`; raises CannotStart where it could not start."""
+    """The command line for `agent`; raises CannotStart (naming every missing piece) where it could not start."""
     read_only = task.tools == "read-only"
+    missing: list[str] = []  # a missing CLI and missing credentials are both said at once
     if agent == "claude-code":
         argv = ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose"]
         argv += ["--permission-mode", "bypassPermissions"]
         argv += ["--disallowedTools", CLAUDE_EDIT_TOOLS] if read_only else []
         argv += ["--model", model] if model else []
-        keys = _keys(agent, environ, ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"))
+        keys = _keys(environ, ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"), missing)
         extra = {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     elif agent == "codex":
         argv = ["codex", "exec", "--json", "-C", str(workspace), "--skip-git-repo-check"]
@@ -82,7 +84,7 @@ def make_launch(
         argv += ["--sandbox", "read-only"] if read_only else ["--dangerously-bypass-approvals-and-sandbox"]
         argv += ["-m", model] if model else []
         argv += [prompt]
-        keys = _keys(agent, environ, ("CODEX_API_KEY", "OPENAI_API_KEY"))
+        keys = _keys(environ, ("CODEX_API_KEY", "OPENAI_API_KEY"), missing)
         extra = {}
     elif agent == "mini-swe-agent":
         if not model:
@@ -94,25 +96,32 @@ def make_launch(
         argv = ["mini", "-y", "--exit-immediately", "-m", model, "-t", prompt]
         argv += ["-o", str(run_dir / TRAJECTORY_FILE), "-c", "mini.yaml"]
         argv += ["-c", f"environment.timeout={MINI_COMMAND_TIMEOUT_S}", "-c", f"environment.cwd={workspace}"]
-        keys = _keys(agent, environ, (MINI_KEY_BY_PROVIDER[provider],))
+        keys = _keys(environ, (MINI_KEY_BY_PROVIDER[provider],), missing)
         extra = {"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"}
     elif agent == "gold":
-        script = task.gold_script(framework)
-        argv, keys, extra = ["bash", str(script)], {}, {"GOLD_DIR": str(script.parent)}
+        return script_launch(task.gold_script(framework), profile)
     elif agent == "noop":
         argv, keys, extra = ["true"], {}, {}
     else:
         raise ValueError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
     if shutil.which(argv[0], path=environ.get("PATH")) is None:
-        raise CannotStart(f"{agent}: command {argv[0]!r} is not on PATH; see ate_bench/README.md to install it")
+        missing.insert(0, f"command {argv[0]!r} is not on PATH (see ate_bench/README.md to install it)")
+    if missing:
+        raise CannotStart(f"{agent}: " + "; and ".join(missing))
     return AgentLaunch(argv=argv, env={**extra, **keys}, secret_names=sorted(keys))
 
 
-def _keys(agent: str, environ: dict[str, str], names: tuple[str, ...]) -> dict[str, str]:
-    """The agent's own credential variables that are set; at least one must be."""
+def script_launch(script: Path, profile: str) -> AgentLaunch:
+    """A gold or wrong solution script: `bash SCRIPT`, GOLD_DIR its own directory, ATE_PROFILE the profile."""
+    env = {"GOLD_DIR": str(script.parent), **({"ATE_PROFILE": profile} if profile else {})}
+    return AgentLaunch(argv=["bash", str(script)], env=env, secret_names=[])
+
+
+def _keys(environ: dict[str, str], names: tuple[str, ...], missing: list[str]) -> dict[str, str]:
+    """The agent's own credential variables that are set; at least one must be (else noted in `missing`)."""
     found = {n: environ[n] for n in names if environ.get(n)}
     if not found:
-        raise CannotStart(f"{agent}: no credentials; set one of {', '.join(names)}")
+        missing.append(f"no credentials: set one of {', '.join(names)}")
     return found
 
 

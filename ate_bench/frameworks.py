@@ -23,8 +23,15 @@ class FrameworkSource:
     pypi_sha256: str
     pypi_lacks: str
     """What the sdist does not hold that the git tree does."""
+    entry_point: str
+    """The training entry point (git or repo mode): where `cost` counts import hops from."""
+    pypi_entry_point: str
+    """The same in PyPI mode, where the sdist may lack the git tree's entry script."""
     exclude: tuple[str, ...] = ()
     """Paths left out of the workspace."""
+
+    def entry_for(self, mode: str) -> str:
+        return self.pypi_entry_point if mode == "pypi" else self.entry_point
 
 
 FRAMEWORKS: dict[str, FrameworkSource] = {
@@ -36,7 +43,18 @@ FRAMEWORKS: dict[str, FrameworkSource] = {
         pypi_filename="",
         pypi_sha256="",
         pypi_lacks="",
-        exclude=("ate_bench", "tasks", "tests/ate_bench", "tests/fixtures/ate", "results"),
+        entry_point="pithtrain/__main__.py",
+        pypi_entry_point="",
+        # The benchmark (harness, tasks, results) and the paper with its fixtures: never the agent's to see.
+        exclude=(
+            "ate_bench",
+            "tasks",
+            "tests/ate_bench",
+            "tests/fixtures/ate",
+            "results",
+            "paper",
+            "tests/fixtures/paper",
+        ),
     ),
     "megatron-lm": FrameworkSource(
         name="megatron-lm",
@@ -47,6 +65,8 @@ FRAMEWORKS: dict[str, FrameworkSource] = {
         pypi_filename="megatron_core-0.19.2.tar.gz",
         pypi_sha256="de643eee32007a7504ad52f061103fe7432503603b6321c16c861eb67dbd3353",
         pypi_lacks="megatron/core and megatron/training only: no pretrain_gpt.py, examples/ or tests/",
+        entry_point="pretrain_gpt.py",
+        pypi_entry_point="megatron/training/training.py",  # pretrain_gpt.py is git-only
     ),
     "torchtitan": FrameworkSource(
         name="torchtitan",
@@ -56,6 +76,8 @@ FRAMEWORKS: dict[str, FrameworkSource] = {
         pypi_filename="torchtitan-0.3.0.tar.gz",
         pypi_sha256="6351b2dc6cdd8bdad15cd2ce5d9520e391a75b584770d2ebd925cc3321cd1b47",
         pypi_lacks="the torchtitan package only: no tests/assets (test tokenizer and dataset)",
+        entry_point="torchtitan/train.py",
+        pypi_entry_point="torchtitan/train.py",
     ),
 }
 

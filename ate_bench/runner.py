@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -41,7 +42,7 @@ class RunOptions:
     model: str = ""
     """Passed to the agent's CLI; empty: the agent's default."""
     skills: bool = True
-    """Keep agent instruction files (AGENTS.md, CLAUDE.md, skills, .claude/); False strips them."""
+    """Keep skills (skills/, .claude/skills, the AGENTS.md section); False strips them."""
     source_mode: str = "auto"
     work_root: Path = DEFAULT_WORK_ROOT
     cache_dir: Path = DEFAULT_CACHE_DIR
@@ -49,15 +50,31 @@ class RunOptions:
     """Overrides the task's time_limit_min (harness debugging)."""
     pass_env: tuple[str, ...] = ()
     """Extra variable names passed to the agent (recorded by name)."""
+    profile: str = ""
+    """The task's profile ("" for a task without profiles; see TaskSpec.check_profile)."""
     gpu_source: SampleSource = nvidia_smi_source
 
 
 @dataclass
 class Verdict:
-    passed: bool
+    status: str
+    """PASS, FAIL (the answer's), or ERROR (the checker's: it crashed, timed out or broke its contract)."""
     reasons: list[str]
     output: str
     returncode: int
+    traceback: str = ""
+    """The checker's stderr tail when the verdict is ERROR."""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "PASS"
+
+    def line(self) -> str:
+        return self.status if self.passed else f"{self.status}: " + "; ".join(self.reasons)
+
+
+VERDICT_EXIT = {"PASS": 0, "FAIL": 1, "ERROR": 3}
+"""`run` and `check` exit status per verdict; 2 is "could not start" (nothing recorded)."""
 
 
 def _minimal_env(names: tuple[str, ...], home: Path, tmp: Path) -> dict[str, str]:
@@ -65,36 +82,65 @@ def _minimal_env(names: tuple[str, ...], home: Path, tmp: Path) -> dict[str, str
     return {**env, "HOME": str(home), "TMPDIR": str(tmp)}
 
 
-def run_checker(task: TaskSpec, framework: str, workspace: Path, answer: Path, log_dir: Path) -> Verdict:
-    """`check.py --workspace W --framework F --answer A` in W; PASS needs exit 0 and a `PASS` line."""
+def run_checker(
+    task: TaskSpec, framework: str, workspace: Path, answer: Path, log_dir: Path, profile: str = ""
+) -> Verdict:
+    """`check.py --workspace W --framework F --answer A [--profile P]` in W, every path absolute.
+
+    PASS: exit 0 and a `PASS` line; FAIL: exit 1 and `FAIL: ...` lines. Anything else (a traceback,
+    another exit status, a timeout, neither or both kinds of line) is ERROR: the checker's fault.
+    """
+    workspace, answer, log_dir = workspace.resolve(), answer.resolve(), log_dir.resolve()
     lines: list[str] = []
     argv = [sys.executable, str(task.checker), "--workspace", str(workspace), "--framework", framework]
-    argv += ["--answer", str(answer)]
+    argv += ["--answer", str(answer)] + (["--profile", profile] if profile else [])
     home = log_dir / "check-home"
     home.mkdir(parents=True, exist_ok=True)
+    env = {**_minimal_env(BASE_ENV, home, home), "PYTHONDONTWRITEBYTECODE": "1"}
     done = run_process_tree(
         argv,
         cwd=workspace,
-        env=_minimal_env(BASE_ENV, home, home),
+        env=env,
         time_limit_s=task.check_time_limit_min * 60,
         on_line=lambda t, line: lines.append(line),
         stderr_path=log_dir / "check.stderr",
     )
     output = "\n".join(lines)
     (log_dir / "check.log").write_text(output + "\n")
-    reasons = [line.removeprefix("FAIL").lstrip(": ").strip() for line in lines if line.startswith("FAIL")]
-    passed = done.returncode == 0 and any(line.strip() == "PASS" for line in lines) and not reasons
+    stderr = (log_dir / "check.stderr").read_text(errors="replace")
+    fails = [line.removeprefix("FAIL").lstrip(": ").strip() for line in lines if line.startswith("FAIL")]
+    has_pass = any(line.strip() == "PASS" for line in lines)
+    error = ""
     if done.timed_out:
-        reasons.append(f"checker ran past its {task.check_time_limit_min} min limit")
+        error = f"checker ran past its {task.check_time_limit_min:g} min limit"
+    elif "Traceback (most recent call last)" in stderr:
+        error = f"checker raised (exit {done.returncode})"
     elif done.returncode not in (0, 1):
-        tail = (log_dir / "check.stderr").read_text(errors="replace")[-2000:]
-        reasons.append(f"checker error (exit {done.returncode}): {tail.strip()}")
-    elif not passed and not reasons:
-        reasons.append("checker printed neither PASS nor FAIL")
-    return Verdict(passed=passed, reasons=reasons, output=output, returncode=done.returncode)
+        error = f"checker exited {done.returncode}"
+    elif done.returncode == 0 and (not has_pass or fails):
+        error = "checker exited 0 without a lone PASS"
+    elif done.returncode == 1 and (has_pass or not fails):
+        error = "checker exited 1 without FAIL lines" if not fails else "checker printed both PASS and FAIL"
+    if error:
+        tail = stderr.strip()[-4000:]
+        last = tail.splitlines()[-1] if tail else "(no stderr)"
+        return Verdict("ERROR", [f"{error}: {last}"], output, done.returncode, traceback=tail)
+    if done.returncode == 0:
+        return Verdict("PASS", [], output, 0)
+    return Verdict("FAIL", fails, output, 1)
 
 
-def _host() -> dict[str, object]:
+def verdict_record(v: Verdict) -> dict:
+    return {
+        "status": v.status,
+        "passed": v.passed,
+        "reasons": v.reasons,
+        "checker_exit": v.returncode,
+        "traceback": v.traceback,
+    }
+
+
+def host_info() -> dict[str, object]:
     return {
         "node": platform.node(),
         "platform": platform.platform(),
@@ -116,27 +162,39 @@ def run_once(opts: RunOptions) -> Path:
     task = opts.task
     if opts.framework not in task.frameworks:
         raise ValueError(f"task {task.id} is not valid for {opts.framework!r}; valid: {', '.join(task.frameworks)}")
+    profile = task.check_profile(opts.profile)
+    # Every path handed out (to the checker, the agent, the record) is absolute: they run elsewhere.
+    results_dir, work_root = opts.results_dir.resolve(), opts.work_root.resolve()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     skills = "skills" if opts.skills else "noskills"
-    run_id = f"{task.id}_{opts.framework}_{opts.agent}_{skills}_{stamp}_{secrets.token_hex(2)}"
-    work, run_dir = opts.work_root / run_id, opts.results_dir / run_id
-    prompt = task.instruction(opts.framework)
+    size = f"{profile}_" if profile else ""
+    run_id = f"{task.id}_{size}{opts.framework}_{opts.agent}_{skills}_{stamp}_{secrets.token_hex(2)}"
+    work, run_dir = work_root / run_id, results_dir / run_id
+    prompt = task.instruction(opts.framework, profile)
 
     # Phase 1: can the agent start at all? Nothing is created before this passes.
+    need, have = task.gpus_for(profile), len(gpu_inventory())
+    if need > have:
+        what = f"profile {profile!r}" if profile else f"task {task.id}"
+        raise agents.CannotStart(f"{what} needs {need} GPU(s); this machine has {have}")
     caller_env = dict(os.environ)
     launch = agents.make_launch(
-        opts.agent, task, opts.framework, prompt, work / "workspace", run_dir, opts.model, caller_env
+        opts.agent, task, opts.framework, prompt, work / "workspace", run_dir, opts.model, caller_env, profile
     )
 
     # Phase 2: a fresh workspace, the agent's own HOME and TMPDIR (no user-level instruction files).
-    ws = materialize(
-        opts.framework,
-        work / "workspace",
-        mode=opts.source_mode,
-        skills=opts.skills,
-        prepare_dir=task.prepare_dir(opts.framework),
-        cache_dir=opts.cache_dir,
-    )
+    try:
+        ws = materialize(
+            opts.framework,
+            work / "workspace",
+            mode=opts.source_mode,
+            skills=opts.skills,
+            prepare_dir=task.prepare_dir(opts.framework, profile),
+            cache_dir=opts.cache_dir,
+        )
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     home, tmp = work / "home", work / "tmp"
     for d in (home, tmp, run_dir):
         d.mkdir(parents=True, exist_ok=True)
@@ -161,7 +219,7 @@ def run_once(opts: RunOptions) -> Path:
         )
     gpu = sampler.stop()
 
-    # Phase 4: transcript -> metrics; checker; diff.
+    # Phase 4: transcript -> metrics; diff (before the checker, which may write); checker.
     agents.collect_transcript(opts.agent, home, run_dir)
     metrics, transcript, metric_error = None, None, ""
     try:
@@ -172,9 +230,9 @@ def run_once(opts: RunOptions) -> Path:
     answer = run_dir / agents.FINAL_MESSAGE_FILE
     if not answer.is_file():
         answer.write_text(transcript.final_message if transcript else "")
-    verdict = run_checker(task, opts.framework, ws.path, answer, run_dir)
     diff, changed = workspace_diff(ws.path)
     (run_dir / "workspace.diff").write_text(diff)
+    verdict = run_checker(task, opts.framework, ws.path, answer, run_dir, profile)
     notes = []
     if task.tools == "read-only" and changed:
         notes.append(f"read-only task, but the workspace changed: {', '.join(changed[:20])}")
@@ -184,13 +242,22 @@ def run_once(opts: RunOptions) -> Path:
     record = {
         "schema": RECORD_SCHEMA,
         "run_id": run_id,
-        "task": {"id": task.id, "category": task.category, "title": task.title, "dir": str(task.dir)},
+        "task": {
+            "id": task.id,
+            "category": task.category,
+            "title": task.title,
+            "dir": str(task.dir),
+            "profile": profile,
+            "gpus": need,
+            "files": task.file_hashes(opts.framework),
+        },
         "framework": {
             "name": opts.framework,
             "mode": ws.mode,
             "version": ws.version,
             "tree_sha256": ws.tree_sha256,
             "source": ws.source,
+            "dirty_paths": ws.dirty_paths,
             "skills": ws.skills,
             "stripped": ws.stripped,
             "prepared": ws.prepared,
@@ -207,14 +274,14 @@ def run_once(opts: RunOptions) -> Path:
         },
         "metrics": dataclasses.asdict(metrics) if metrics else None,
         "metrics_error": metric_error,
-        "verdict": {"passed": verdict.passed, "reasons": verdict.reasons, "checker_exit": verdict.returncode},
+        "verdict": verdict_record(verdict),
         "exit": {"returncode": proc.returncode, "timed_out": proc.timed_out, "time_limit_s": time_limit_s},
         "notes": notes,
         "workspace": str(ws.path),
         "workspace_diff": diff,
         "changed_paths": changed,
         "transcript": str(run_dir / _transcript_name(opts.agent)),
-        "host": _host(),
+        "host": host_info(),
         "started_at": _iso(proc.start),
         "ended_at": _iso(proc.end),
     }
@@ -241,33 +308,52 @@ def load_records(results_dir: Path) -> list[dict]:
     return records
 
 
+def _group_key(rec: dict) -> tuple:
+    fw, agent, task = rec["framework"], rec["agent"], rec["task"]
+    return (
+        agent["kind"],
+        task["id"],
+        task.get("profile", ""),
+        fw["name"],
+        fw["mode"],
+        fw["version"],
+        fw["tree_sha256"][:12],
+        agent["name"],
+        agent["model"],
+        fw["skills"],
+    )
+
+
+def _status(rec: dict) -> str:
+    v = rec["verdict"]
+    return v.get("status") or ("PASS" if v["passed"] else "FAIL")  # records before the ERROR verdict
+
+
 def report(records: list[dict]) -> str:
-    """Medians over repeats, one row per (task, framework, agent, skills); gold/noop kept apart."""
+    """Medians over repeats, one row per task, profile, framework, source mode, version, tree hash,
+    agent, model and skills (runs that differ in any of them never share a median); gold/noop apart."""
     groups: dict[tuple, list[dict]] = {}
     for rec in records:
-        key = (rec["agent"]["kind"], rec["task"]["id"], rec["framework"]["name"], rec["agent"]["name"])
-        groups.setdefault((*key, rec["framework"]["skills"]), []).append(rec)
-    header = ["task", "framework", "agent", "skills", "runs", "pass", *(h for _, h, _ in METRIC_COLUMNS)]
+        groups.setdefault(_group_key(rec), []).append(rec)
+    header = ["task", "profile", "framework", "mode", "version", "tree", "agent", "model", "skills"]
+    header += ["runs", "pass", *(h for _, h, _ in METRIC_COLUMNS)]
     sections = []
     for kind, title in (
         ("agent", "Agent results"),
         ("harness-validation", "Harness validation (gold/noop: not agent results)"),
     ):
         rows = []
-        for (k, task, fw, agent, skills), recs in sorted(groups.items()):
-            if k != kind:
+        for key, recs in sorted(groups.items()):
+            if key[0] != kind:
                 continue
             measured = [r["metrics"] for r in recs if r["metrics"]]
-            cells = [
-                task,
-                fw,
-                agent,
-                skills,
-                str(len(recs)),
-                f"{sum(r['verdict']['passed'] for r in recs)}/{len(recs)}",
-            ]
-            for key, _, fmt in METRIC_COLUMNS:
-                values = [m[key] for m in measured]
+            statuses = [_status(r) for r in recs]
+            passed = f"{statuses.count('PASS')}/{len(recs)}"
+            if statuses.count("ERROR"):
+                passed += f" ({statuses.count('ERROR')} checker error)"
+            cells = [k or "-" for k in key[1:]] + [str(len(recs)), passed]
+            for metric, _, fmt in METRIC_COLUMNS:
+                values = [m[metric] for m in measured]
                 cells.append(fmt(statistics.median(values)) if values else "n/a")
             rows.append("| " + " | ".join(cells) + " |")
         if rows:

@@ -1,4 +1,4 @@
-"""Task loading: `tasks/<category>/<slug>/` with task.toml, instruction.md, prepare/, gold/, check.py.
+"""Task loading: `tasks/<category>/<slug>/` with task.toml, instruction.md, prepare/, gold/, wrong/, check.py.
 
 The format is specified in ate_bench/README.md. Loading is strict: an unknown key, a wrong type or a
 value outside the allowed set is a `TaskError` naming the file, the field, the value and what is
@@ -7,13 +7,18 @@ allowed; the CLI turns it into exit status 2.
 
 import re
 import tomllib
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ate_bench.frameworks import FRAMEWORKS
+from ate_bench.workspace import file_sha256
 
 CATEGORIES = ("qa", "operate", "feature")
 TOOLS = ("read-only", "edit")
+# The GPUs each profile needs, fixed here rather than per task so every task's `paper` means the same.
+PROFILE_GPUS = {"smoke": 0, "gpu1": 1, "paper": 8}
+WRONG_SUFFIXES = (".md", ".sh")
+"""wrong/<framework>/<case>.md is a final message taken verbatim; <case>.sh is run like the gold."""
 
 
 class TaskError(ValueError):
@@ -30,36 +35,75 @@ class TaskSpec:
     """One line, shown by `list` and in reports."""
     time_limit_min: float
     """Wall-clock limit for the agent; its whole process tree is killed when it runs out."""
-    gpus: int
-    """GPUs the task needs (0 for Q&A)."""
     frameworks: tuple[str, ...]
     """Frameworks the task is valid for; each needs gold/<framework>/solve.sh."""
     tools: str
     """`read-only` (Q&A: edit tools disabled) or `edit`."""
+    gpus: int = 0
+    """GPUs the task needs (0 for Q&A); required without `profiles`, not allowed with them."""
+    profiles: tuple[str, ...] = ()
+    """Sizes the task runs at (keys of PROFILE_GPUS); the first is `run`'s default. Empty for Q&A."""
+    unrunnable: dict[str, str] = field(default_factory=dict)
+    """`"<framework>/<profile>"` -> why its gold cannot run anywhere (`validate` records "not run")."""
     check_time_limit_min: float = 30.0
     """Wall-clock limit for check.py."""
 
     # Filled by load_task from the directory, not read from task.toml.
     dir: Path = Path()
 
-    def instruction(self, framework: str) -> str:
-        """instruction.md with `{framework}` replaced; other braces (code) are left alone."""
-        return (self.dir / "instruction.md").read_text().replace("{framework}", framework)
+    def instruction(self, framework: str, profile: str = "") -> str:
+        """instruction.md with `{framework}` and `{profile}` replaced; other braces (code) are left alone."""
+        text = (self.dir / "instruction.md").read_text().replace("{framework}", framework)
+        return text.replace("{profile}", profile)
 
-    def prepare_dir(self, framework: str) -> Path:
+    def prepare_dir(self, framework: str, profile: str = "") -> Path:
         """Files copied into the workspace before the agent starts (may not exist)."""
-        return self.dir / "prepare" / framework
+        return self.dir / "prepare" / profile / framework if profile else self.dir / "prepare" / framework
 
     def gold_script(self, framework: str) -> Path:
         return self.dir / "gold" / framework / "solve.sh"
+
+    def wrong_cases(self, framework: str) -> list[Path]:
+        """wrong/<framework>/*.md and *.sh, sorted by name."""
+        d = self.dir / "wrong" / framework
+        return sorted(p for p in d.iterdir() if p.suffix in WRONG_SUFFIXES) if d.is_dir() else []
+
+    def gpus_for(self, profile: str) -> int:
+        return PROFILE_GPUS[profile] if profile else self.gpus
+
+    def check_profile(self, profile: str | None) -> str:
+        """The profile a run uses: `profile`, or the task's first; "" for a task without profiles."""
+        if profile is None or profile == "":
+            return self.profiles[0] if self.profiles else ""
+        if not self.profiles:
+            raise TaskError(f"task {self.id} has no profiles; leave --profile out")
+        if profile not in self.profiles:
+            raise TaskError(f"task {self.id}: --profile {profile!r}; the task's profiles: {', '.join(self.profiles)}")
+        return profile
 
     @property
     def checker(self) -> Path:
         return self.dir / "check.py"
 
+    @property
+    def key_file(self) -> Path:
+        """The Q&A answer key (facts per framework); may not exist."""
+        return self.dir / "key.toml"
 
-_TOML_FIELDS = {f.name: f.type for f in fields(TaskSpec) if f.name != "dir"}
-_REQUIRED = {f.name for f in fields(TaskSpec) if f.name != "dir" and f.default is MISSING}
+    def file_hashes(self, framework: str) -> dict[str, str]:
+        """sha256 of what decides a verdict: instruction, checker, key, gold, and the category's helpers.
+
+        Paths are relative to the tasks directory, so a record names the task version it ran.
+        """
+        root = self.dir.parent.parent
+        files = [self.dir / "instruction.md", self.checker, self.key_file, *sorted(self.dir.glob("*.py"))]
+        files += sorted(p for p in (self.dir / "gold" / framework).rglob("*") if p.is_file())
+        files += sorted(self.dir.parent.glob("*.py"))  # tasks/<category>/ helpers the checkers import
+        return {p.relative_to(root).as_posix(): file_sha256(p) for p in dict.fromkeys(files) if p.is_file()}
+
+
+_TOML_FIELDS = [f.name for f in fields(TaskSpec) if f.name != "dir"]
+_REQUIRED = ("id", "category", "title", "time_limit_min", "frameworks", "tools")
 
 
 def _fail(path: Path, name: str, value: object, allowed: str) -> TaskError:
@@ -78,7 +122,7 @@ def load_task(task_dir: Path) -> TaskSpec:
     for key in raw:
         if key not in _TOML_FIELDS:
             raise TaskError(f"{path}: unknown field {key!r}; allowed: {', '.join(_TOML_FIELDS)}")
-    for key in sorted(_REQUIRED - raw.keys()):
+    for key in (k for k in _REQUIRED if k not in raw):
         raise TaskError(f"{path}: missing field {key!r}")
 
     def get(name: str, types: tuple[type, ...], allowed: str):
@@ -103,8 +147,20 @@ def load_task(task_dir: Path) -> TaskSpec:
     time_limit = get("time_limit_min", (int, float), "a number of minutes > 0")
     if time_limit <= 0:
         raise _fail(path, "time_limit_min", time_limit, "a number of minutes > 0")
+    profiles = get("profiles", (list,), f"a non-empty list of {', '.join(PROFILE_GPUS)}")
+    if profiles is not None and (
+        not profiles or any(p not in PROFILE_GPUS for p in profiles) or len(set(profiles)) != len(profiles)
+    ):
+        raise _fail(path, "profiles", profiles, f"a non-empty list of distinct {', '.join(PROFILE_GPUS)}")
+    if profiles is not None and category == "qa":
+        raise _fail(path, "profiles", profiles, "nothing for a qa task (leave the field out)")
     gpus = get("gpus", (int,), "an integer >= 0")
-    if gpus < 0:
+    if profiles is None and gpus is None:
+        raise TaskError(f"{path}: missing field 'gpus' (a task without profiles says how many GPUs it needs)")
+    if profiles is not None and gpus is not None:
+        fixed = ", ".join(f"{k} {v}" for k, v in PROFILE_GPUS.items())
+        raise _fail(path, "gpus", gpus, f"nothing with profiles: GPUs are fixed per profile ({fixed})")
+    if gpus is not None and gpus < 0:
         raise _fail(path, "gpus", gpus, "an integer >= 0")
     frameworks = get("frameworks", (list,), f"a non-empty list of {', '.join(FRAMEWORKS)}")
     if not frameworks or any(fw not in FRAMEWORKS for fw in frameworks):
@@ -118,14 +174,22 @@ def load_task(task_dir: Path) -> TaskSpec:
     if check_limit is not None and check_limit <= 0:
         raise _fail(path, "check_time_limit_min", check_limit, "a number of minutes > 0")
 
+    cells = [f"{fw}/{p}" for fw in frameworks for p in profiles or ()]
+    unrunnable = get("unrunnable", (dict,), f"a table of '<framework>/<profile>' = reason, keys among {cells}")
+    for cell, reason in (unrunnable or {}).items():
+        if cell not in cells or not isinstance(reason, str) or not reason.strip():
+            raise _fail(path, f"unrunnable.{cell!r}", reason, f"keys among {cells}, each a non-empty reason")
+
     task = TaskSpec(
         id=task_id,
         category=category,
         title=title,
         time_limit_min=float(time_limit),
-        gpus=gpus,
         frameworks=tuple(frameworks),
         tools=tools,
+        gpus=gpus or 0,
+        profiles=tuple(profiles or ()),
+        unrunnable=dict(unrunnable or {}),
         check_time_limit_min=float(check_limit) if check_limit is not None else 30.0,
         dir=task_dir,
     )
@@ -133,9 +197,29 @@ def load_task(task_dir: Path) -> TaskSpec:
     for needed in [task_dir / "instruction.md", task.checker, *(task.gold_script(fw) for fw in frameworks)]:
         if not needed.is_file():
             raise TaskError(f"{task_dir}: missing {needed.relative_to(task_dir)}")
-    for sub in (task_dir / "prepare").glob("*") if (task_dir / "prepare").is_dir() else []:
-        if sub.name not in frameworks:
+    prepare = task_dir / "prepare"
+    for sub in sorted(prepare.iterdir()) if prepare.is_dir() else []:
+        if not task.profiles and sub.name not in frameworks:
             raise TaskError(f"{task_dir}: prepare/{sub.name} is not one of the task's frameworks {frameworks}")
+        if task.profiles and sub.name not in task.profiles:
+            raise TaskError(
+                f"{task_dir}: prepare/{sub.name}: a task with profiles keeps prepare/<profile>/<framework>/; "
+                f"profiles: {profiles}"
+            )
+        for fw in sorted(sub.iterdir()) if task.profiles and sub.is_dir() else []:
+            if fw.name not in frameworks:
+                raise TaskError(
+                    f"{task_dir}: prepare/{sub.name}/{fw.name} is not one of the task's frameworks {frameworks}"
+                )
+    wrong = task_dir / "wrong"
+    for sub in sorted(wrong.iterdir()) if wrong.is_dir() else []:
+        if sub.name not in frameworks:
+            raise TaskError(f"{task_dir}: wrong/{sub.name} is not one of the task's frameworks {frameworks}")
+        for case in sorted(sub.iterdir()):
+            if case.suffix not in WRONG_SUFFIXES:
+                raise TaskError(
+                    f"{task_dir}: wrong/{sub.name}/{case.name} is neither .md (a final message) nor .sh (a script)"
+                )
     return task
 
 
@@ -149,7 +233,7 @@ def load_tasks(tasks_dir: Path) -> dict[str, TaskSpec]:
         if task.id in tasks:
             raise TaskError(f"task id {task.id!r} is used by both {tasks[task.id].dir} and {task.dir}")
         tasks[task.id] = task
-    return tasks
+    return dict(sorted(tasks.items()))
 
 
 def find_task(tasks_dir: Path, task_id: str) -> TaskSpec:

@@ -9,11 +9,13 @@ stripped or added.
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +24,15 @@ from ate_bench.frameworks import FRAMEWORKS, SOURCE_MODES, FrameworkSource
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "pithtrain-ate"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# What "agent instruction files" means, the same for every framework (the skills ablation's switch).
-AGENT_FILE_NAMES = ("AGENTS.md", "CLAUDE.md")
-AGENT_DIR_NAMES = (".claude", ".codex", ".agents")
+# What `--no-skills` removes, the same for every framework (the skills ablation's switch): skills trees,
+# the agents' skill folders, and the skills section of the instruction files (the rest of them stays).
 SKILL_FILE = "SKILL.md"  # a directory named `skills` holding one of these is a skills tree
+AGENT_SKILL_DIRS = (".claude/skills", ".codex/skills", ".agents/skills")
+AGENT_FILE_NAMES = ("AGENTS.md", "CLAUDE.md")
+SKILLS_HEADING = re.compile(r"^## Skills\b")
+NEXT_SECTION = re.compile(r"^#{1,2} ")
+# Uncommitted changes here do not make the pithtrain workspace differ from HEAD's (run records land here).
+DIRTY_IGNORED = ("results",)
 
 # pip's words for "the index could not be reached" (as opposed to "no such version").
 _NETWORK_MARKERS = (
@@ -66,6 +73,9 @@ class Workspace:
     skills: str
     """`kept` or `stripped`."""
     stripped: list[str] = field(default_factory=list)
+    """What --no-skills removed, one entry per tree, link or section."""
+    dirty_paths: list[str] = field(default_factory=list)
+    """pithtrain: uncommitted paths of this repository (results/ ignored), which the workspace lacks."""
     prepared: list[str] = field(default_factory=list)
     source: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -122,10 +132,30 @@ def _extract_tar(archive: Path, dest: Path, strip_top: bool, exclude: tuple[str,
         tar.extractall(dest, filter=keep)
 
 
-def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace) -> None:
+def repo_state() -> tuple[str, list[str]]:
+    """(HEAD commit, paths with uncommitted changes) of this repository, results/ ignored."""
     commit = _git("rev-parse", "HEAD", cwd=REPO_ROOT).strip()
-    if _git("status", "--porcelain", cwd=REPO_ROOT).strip():
-        ws.notes.append(f"this repository has uncommitted changes; the workspace holds HEAD {commit} only")
+    excludes = [f":(exclude){p}" for p in DIRTY_IGNORED]
+    status = _git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".", *excludes, cwd=REPO_ROOT)
+    entries = status.split("\0")
+    dirty, i = [], 0
+    while i < len(entries):
+        e = entries[i]
+        if e:
+            dirty.append(e[3:])
+            if e[0] in "RC":  # a rename's source path follows as its own entry
+                i += 1
+        i += 1
+    return commit, sorted(dirty)
+
+
+def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace) -> None:
+    commit, ws.dirty_paths = repo_state()
+    if ws.dirty_paths:
+        ws.notes.append(
+            f"this repository has {len(ws.dirty_paths)} uncommitted path(s) (listed in dirty_paths); "
+            f"the workspace holds HEAD {commit} only"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "head.tar"
         _git("archive", "--format=tar", f"--output={archive}", "HEAD", cwd=REPO_ROOT)
@@ -139,6 +169,18 @@ def _git_cache_has(clone: Path, commit: str) -> bool:
         return clone.is_dir() and bool(_git("rev-parse", "--verify", f"{commit}^{{commit}}", cwd=clone))
     except MaterializeError:
         return False
+
+
+def resolve_mode(framework: str, mode: str, cache_dir: Path) -> str:
+    """`repo` for pithtrain; for the others `git` or `pypi`, `auto` choosing git when it can be had."""
+    fw = FRAMEWORKS[framework]
+    if framework == "pithtrain":
+        return "repo"
+    if mode != "auto":
+        return mode
+    if _git_cache_has(cache_dir / "git" / f"{fw.name}.git", fw.git_commit) or _git_reachable(fw.git_url):
+        return "git"
+    return "pypi"
 
 
 def _git_reachable(url: str) -> bool:
@@ -177,11 +219,23 @@ def pypi_download(fw: FrameworkSource, cache_dir: Path) -> Path:
         return cached
     cached.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--progress-bar", "off"]
         cmd += ["--ignore-requires-python", "--disable-pip-version-check", "-d", tmp, fw.pypi_requirement]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        log = done.stdout + done.stderr
-        if done.returncode != 0:
+        print(f"ate_bench: downloading {fw.pypi_requirement} (sdist, once; cached in {cached.parent})", file=sys.stderr)
+        started = time.monotonic()
+        # pip's own lines (Collecting, Downloading <size>, Saved) pass through as they come: a slow index shows.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            print(f"  pip: {line.rstrip()}", file=sys.stderr, flush=True)
+        try:
+            returncode = proc.wait(timeout=1800)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise NetworkError(f"pip download {fw.pypi_requirement} ran past 1800 s") from None
+        log = "".join(lines)
+        if returncode != 0:
             kind = NetworkError if any(m in log for m in _NETWORK_MARKERS) else MaterializeError
             raise kind(f"pip download {fw.pypi_requirement} failed:\n{log[-3000:]}")
         got = Path(tmp) / fw.pypi_filename
@@ -191,6 +245,8 @@ def pypi_download(fw: FrameworkSource, cache_dir: Path) -> Path:
         if digest != fw.pypi_sha256:
             raise MaterializeError(f"{fw.pypi_filename}: sha256 {digest} does not match the pin {fw.pypi_sha256}")
         shutil.move(got, cached)
+        size = cached.stat().st_size / 1e6
+        print(f"ate_bench: {fw.pypi_filename}: {size:.1f} MB in {time.monotonic() - started:.0f} s", file=sys.stderr)
     return cached
 
 
@@ -202,21 +258,64 @@ def _from_pypi(fw: FrameworkSource, dest: Path, cache_dir: Path, ws: Workspace) 
     ws.notes.append(f"PyPI mode: {fw.pypi_lacks}")
 
 
-def strip_agent_files(root: Path) -> list[str]:
-    """Remove AGENTS.md, CLAUDE.md, .claude/.codex/.agents dirs and skills trees; return what went."""
-    doomed: list[Path] = []
-    for path in root.rglob("*"):
-        if ".git" in path.relative_to(root).parts or any(path.is_relative_to(d) for d in doomed):
+def _without_skills_section(text: str) -> tuple[str, tuple[int, int] | None]:
+    """`text` minus its `## Skills` section (heading to the next `#`/`##` heading outside a code fence)."""
+    lines = text.splitlines(keepends=True)
+    start, fenced = None, False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
             continue
-        if path.name in AGENT_FILE_NAMES and path.is_file():
-            doomed.append(path)
-        elif path.is_dir() and (
-            path.name in AGENT_DIR_NAMES or (path.name == "skills" and any(path.rglob(SKILL_FILE)))
-        ):
-            doomed.append(path)
+        elif start is None and SKILLS_HEADING.match(line):
+            start = i
+        elif start is not None and NEXT_SECTION.match(line):
+            return "".join(lines[:start] + lines[i:]), (start + 1, i)
+    if start is None:
+        return text, None
+    return "".join(lines[:start]), (start + 1, len(lines))
+
+
+def _is_agent_skill_dir(relname: str) -> bool:
+    return any(relname == d or relname.endswith("/" + d) for d in AGENT_SKILL_DIRS)
+
+
+def strip_skills(root: Path) -> list[str]:
+    """Remove skills trees, `.claude/skills`-style folders or links, and the `## Skills` sections of
+    AGENTS.md/CLAUDE.md; return one entry per thing removed."""
+    removed: list[str] = []
+    doomed: list[Path] = []
+    # os.walk lists a link to a directory among dirnames (a dangling one among filenames) and does not enter it.
+    for dirpath, dirnames, filenames in os.walk(root):
+        here, rel = Path(dirpath), Path(dirpath).relative_to(root)
+        if ".git" in rel.parts:
+            dirnames[:] = []
+            continue
+        for name in list(dirnames):
+            path = here / name
+            if _is_agent_skill_dir((rel / name).as_posix()) or (
+                name == "skills" and not path.is_symlink() and any(path.rglob(SKILL_FILE))
+            ):
+                doomed.append(path)
+                dirnames.remove(name)
+        for name in filenames:
+            path, relname = here / name, (rel / name).as_posix()
+            if path.is_symlink() and _is_agent_skill_dir(relname):
+                doomed.append(path)
+            elif name in AGENT_FILE_NAMES and path.is_file() and not path.is_symlink():
+                text, span = _without_skills_section(path.read_text(errors="replace"))
+                if span is not None:
+                    path.write_text(text)
+                    removed.append(f"{relname}: section '## Skills' (lines {span[0]}-{span[1]})")
     for path in doomed:
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-    return sorted(p.relative_to(root).as_posix() for p in doomed)
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            removed.append(f"{rel} (link to {os.readlink(path)})")
+            path.unlink()
+        else:
+            removed.append(f"{rel}/ (directory)")
+            shutil.rmtree(path)
+    return sorted(removed)
 
 
 def materialize(
@@ -234,24 +333,32 @@ def materialize(
         raise ValueError(f"unknown source mode {mode!r}; known: {', '.join(SOURCE_MODES)}")
     fw = FRAMEWORKS[framework]
     dest.mkdir(parents=True, exist_ok=False)
+    try:
+        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)  # a failed start leaves no half-made workspace behind
+        raise
+
+
+def _materialize(
+    fw: FrameworkSource, dest: Path, mode: str, skills: bool, prepare_dir: Path | None, cache_dir: Path
+) -> Workspace:
+    framework = fw.name
     ws = Workspace(path=dest, framework=framework, mode="", version="", tree_sha256="", skills="")
 
     if framework == "pithtrain":
         _from_repo(fw, dest, ws)
-    elif mode == "git":
-        _from_git(fw, dest, cache_dir, ws)
-    elif mode == "pypi":
-        _from_pypi(fw, dest, cache_dir, ws)
-    elif _git_cache_has(cache_dir / "git" / f"{fw.name}.git", fw.git_commit) or _git_reachable(fw.git_url):
+    elif resolve_mode(framework, mode, cache_dir) == "git":
         _from_git(fw, dest, cache_dir, ws)
     else:
-        ws.notes.append(f"auto mode: {fw.git_url} unreachable, used the PyPI sdist")
+        if mode == "auto":
+            ws.notes.append(f"auto mode: {fw.git_url} unreachable, used the PyPI sdist")
         _from_pypi(fw, dest, cache_dir, ws)
 
     ws.tree_sha256 = tree_sha256(dest)
     ws.skills = "kept" if skills else "stripped"
     if not skills:
-        ws.stripped = strip_agent_files(dest)
+        ws.stripped = strip_skills(dest)
     if prepare_dir is not None and prepare_dir.is_dir():
         shutil.copytree(prepare_dir, dest, dirs_exist_ok=True)
         ws.prepared = sorted(p.relative_to(prepare_dir).as_posix() for p in prepare_dir.rglob("*") if p.is_file())

@@ -2,18 +2,30 @@
 
 import json
 import os
+import re
+import shutil
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from ate_bench import runner, workspace
 from ate_bench.__main__ import main
-from ate_bench.agents import CannotStart
+from ate_bench.agents import CannotStart, make_launch
 from ate_bench.runner import RunOptions, load_records, report, run_once
 from ate_bench.tasks import load_tasks
+from ate_bench.workspace import REPO_ROOT, MaterializeError, repo_state
 
 TOY_TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "tasks"
 CLAUDE_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "transcripts" / "claude_stream.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def no_gpus(monkeypatch):
+    """The GPU count a run checks its profile against, fixed so these tests mean the same on a GPU host."""
+    monkeypatch.setattr(runner, "gpu_inventory", lambda: [])
 
 
 @pytest.fixture
@@ -25,19 +37,32 @@ def dirs(tmp_path):
     }
 
 
+def _copy_task(tmp_path: Path, slug: str, category: str = "qa") -> Path:
+    """A copy of a toy task (with its category's helpers) to break on purpose."""
+    dest = tmp_path / "tasks" / category
+    shutil.copytree(TOY_TASKS / category, dest)
+    return dest / slug
+
+
 def _run(task_id: str, agent: str, dirs: dict, **kw) -> dict:
     task = load_tasks(TOY_TASKS)[task_id]
     path = run_once(RunOptions(task=task, framework="pithtrain", agent=agent, **dirs, **kw))
     return json.loads(path.read_text())
 
 
-@pytest.mark.parametrize("task_id", ["operate-01", "qa-01"])
+@pytest.mark.parametrize("task_id", ["operate-01", "qa-01", "qa-02"])
 def test_gold_passes_and_noop_fails(task_id, dirs):
     gold = _run(task_id, "gold", dirs)
-    assert gold["verdict"] == {"passed": True, "reasons": [], "checker_exit": 0}
+    assert gold["verdict"] == {"status": "PASS", "passed": True, "reasons": [], "checker_exit": 0, "traceback": ""}
     assert gold["agent"]["kind"] == "harness-validation"
     noop = _run(task_id, "noop", dirs)
-    assert not noop["verdict"]["passed"] and noop["verdict"]["reasons"]
+    assert noop["verdict"]["status"] == "FAIL" and not noop["verdict"]["passed"] and noop["verdict"]["reasons"]
+    # The record names the task version: hashes of what decides the verdict.
+    assert {"instruction.md", "check.py", "gold/pithtrain/solve.sh"} <= {
+        k.split("/", 2)[2] for k in gold["task"]["files"] if k.count("/") >= 2
+    }
+    if task_id == "qa-02":
+        assert "qa/toy-cli/key.toml" in gold["task"]["files"]
     for rec in (gold, noop):
         fw = rec["framework"]
         assert fw["mode"] == "repo" and len(fw["version"]) == 40 and len(fw["tree_sha256"]) == 64
@@ -56,12 +81,19 @@ def test_gold_passes_and_noop_fails(task_id, dirs):
 
 def test_operate_record_has_diff_prepare_and_hidden_benchmark(dirs):
     rec = _run("operate-01", "gold", dirs)
+    assert rec["task"]["profile"] == "smoke" and rec["task"]["gpus"] == 0
+    assert rec["run_id"].startswith("operate-01_smoke_pithtrain_gold_")
     assert rec["framework"]["prepared"] == ["train.sh"]
     assert "+1.6667" in rec["workspace_diff"] and "RESULT.txt" in rec["changed_paths"]
     ws = Path(rec["workspace"])
     # The agent must never see checkers, gold solutions or the harness.
-    for hidden in ("ate_bench", "tasks", "tests/fixtures/ate", "tests/ate_bench"):
+    for hidden in ("ate_bench", "tasks", "tests/fixtures/ate", "tests/ate_bench", "results", "paper"):
         assert not (ws / hidden).exists(), hidden
+    assert not (ws / "tests" / "fixtures" / "paper").exists()
+    # Skills and the agents' folders stay in (only --no-skills removes them).
+    head = subprocess.run(["git", "ls-tree", "--name-only", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+    for kept in ("skills", ".claude", "AGENTS.md"):
+        assert (ws / kept).exists() == (kept in head.stdout.split()), kept
     # `check` re-runs the checker on the saved workspace.
     record = Path(dirs["results_dir"]) / rec["run_id"] / "record.json"
     assert main(["--tasks-dir", str(TOY_TASKS), "check", "--record", str(record)]) == 0
@@ -69,22 +101,34 @@ def test_operate_record_has_diff_prepare_and_hidden_benchmark(dirs):
     assert main(["--tasks-dir", str(TOY_TASKS), "check", "--record", str(record)]) == 1
 
 
-def test_no_skills_strips_agent_files(dirs):
-    # The pithtrain workspace is `git archive HEAD` of this repo; strip whatever instruction files it has.
+def test_no_skills_keeps_agents_md_and_records_what_went(dirs):
+    # The pithtrain workspace is `git archive HEAD` of this repo (the rule itself: test_workspace.py).
     rec = _run("qa-01", "noop", dirs, skills=False)
     ws = Path(rec["workspace"])
     assert rec["framework"]["skills"] == "stripped"
-    for name in ("AGENTS.md", "CLAUDE.md", ".claude"):
-        assert not list(ws.rglob(name)), name
+    assert not (ws / "skills").exists() and not (ws / ".claude" / "skills").exists()
+    assert (ws / "AGENTS.md").is_file() == (REPO_ROOT / "AGENTS.md").is_file()
+    assert "## Skills" not in ((ws / "AGENTS.md").read_text() if (ws / "AGENTS.md").is_file() else "")
+    assert all(isinstance(x, str) for x in rec["framework"]["stripped"])
 
 
-def test_report_keeps_harness_validation_apart(dirs, capsys):
+def test_report_groups_by_everything_that_changes_a_run(dirs, capsys):
     _run("qa-01", "gold", dirs)
     _run("qa-01", "gold", dirs)
-    text = report(load_records(dirs["results_dir"]))
+    records = load_records(dirs["results_dir"])
+    text = report(records)
     assert "Harness validation (gold/noop: not agent results)" in text
     assert "Agent results" not in text
-    assert "| qa-01 | pithtrain | gold | kept | 2 | 2/2 |" in text
+    tree = records[0]["framework"]["tree_sha256"][:12]
+    version = records[0]["framework"]["version"]
+    assert f"| qa-01 | - | pithtrain | repo | {version} | {tree} | gold | default | kept | 2 | 2/2 |" in text
+    # Another model or another tree hash is another row, never one median.
+    other = json.loads(json.dumps(records[1]))
+    other["agent"]["model"], other["framework"]["tree_sha256"] = "m2", "f" * 64
+    other["verdict"]["status"] = "ERROR"
+    text = report([records[0], other])
+    assert f"| {tree} | gold | default | kept | 1 | 1/1 |" in text
+    assert "| ffffffffffff | gold | m2 | kept | 1 | 0/1 (1 checker error) |" in text
 
 
 def _fake_claude(tmp_path: Path) -> Path:
@@ -112,6 +156,109 @@ def test_claude_code_pipeline_with_a_stand_in_cli(dirs, tmp_path, monkeypatch):
     argv = (Path(rec["workspace"]).parent / "home" / "argv.txt").read_text()
     assert "--disallowedTools Edit,MultiEdit,Write,NotebookEdit" in argv
     assert not rec["verdict"]["passed"]
+
+
+def test_run_from_the_repo_root_with_the_default_results_dir(tmp_path):
+    """The relative default --results-dir: the checker runs in the workspace, so every path must be absolute."""
+    run_ids = []
+    try:
+        for agent, status in (("gold", 0), ("noop", 1)):
+            cmd = [sys.executable, "-m", "ate_bench", "--tasks-dir", str(TOY_TASKS), "run", "--task", "qa-02"]
+            cmd += ["--framework", "pithtrain", "--agent", agent, "--work-root", str(tmp_path / "work")]
+            done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+            run_ids += re.findall(r"\] (qa-02_\S+): ", done.stdout)
+            assert done.returncode == status, done.stdout + done.stderr
+            assert re.search(r"session_s=\d+\.\d\n", done.stdout), done.stdout  # rounded
+        record = Path("results") / "ate" / run_ids[0] / "record.json"
+        rec = json.loads((REPO_ROOT / record).read_text())
+        assert rec["verdict"]["status"] == "PASS"
+        assert Path(rec["workspace"]).is_absolute() and Path(rec["transcript"]).is_absolute()
+        # check --record with a relative path, from the repo root: the verdict once, exit 0.
+        cmd = [sys.executable, "-m", "ate_bench", "check", "--record", str(record)]
+        done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.splitlines()[0] == "PASS" and done.stdout.count("PASS") == 1
+    finally:
+        for run_id in run_ids:
+            shutil.rmtree(REPO_ROOT / "results" / "ate" / run_id, ignore_errors=True)
+
+
+def test_a_checker_that_raises_is_an_error_with_its_traceback(tmp_path, dirs, capsys):
+    task_dir = _copy_task(tmp_path, "toy-cli")
+    (task_dir / "check.py").write_text("raise RuntimeError('checker bug')\n")
+    argv = ["--tasks-dir", str(tmp_path / "tasks"), "run", "--task", "qa-02", "--framework", "pithtrain"]
+    argv += ["--agent", "gold", "--results-dir", str(dirs["results_dir"]), "--work-root", str(dirs["work_root"])]
+    assert main(argv) == 3
+    assert "ERROR: checker raised (exit 1): RuntimeError: checker bug" in capsys.readouterr().out
+    (rec,) = load_records(dirs["results_dir"])
+    assert rec["verdict"]["status"] == "ERROR" and not rec["verdict"]["passed"]
+    assert "Traceback (most recent call last)" in rec["verdict"]["traceback"]
+    # A checker that exits 0 without PASS breaks its contract: ERROR too, never the agent's FAIL.
+    (task_dir / "check.py").write_text("print('looks fine')\n")
+    assert main(argv) == 3
+    assert "checker exited 0 without a lone PASS" in capsys.readouterr().out
+
+
+def test_check_record_uses_the_task_dir_it_names(dirs, tmp_path, capsys):
+    rec = _run("qa-02", "gold", dirs)
+    record = dirs["results_dir"] / rec["run_id"] / "record.json"
+    empty = tmp_path / "no-tasks-here"
+    empty.mkdir()
+    # Options after the subcommand are accepted too.
+    assert main(["check", "--record", str(record), "--tasks-dir", str(empty)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "PASS" and out.count("PASS") == 1
+    (Path(rec["workspace"]) / "pithtrain" / "__main__.py").write_text("# gone\n")
+    assert main(["check", "--record", str(record)]) == 1
+    assert capsys.readouterr().out.startswith("FAIL: ")
+
+
+def test_list_says_where_it_looked(tmp_path, capsys):
+    assert main(["list", "--tasks-dir", str(tmp_path / "none")]) == 0
+    assert f"no tasks under {tmp_path / 'none'} (looked for <category>/<slug>/task.toml" in capsys.readouterr().out
+    assert main(["--tasks-dir", str(TOY_TASKS), "list"]) == 0
+    assert "profiles=smoke,gpu1,paper" in capsys.readouterr().out
+
+
+def test_a_profile_needs_its_gpus(dirs, capsys):
+    argv = ["--tasks-dir", str(TOY_TASKS), "run", "--task", "operate-01", "--framework", "pithtrain"]
+    argv += ["--agent", "gold", "--profile", "gpu1", "--work-root", str(dirs["work_root"])]
+    assert main(argv + ["--results-dir", str(dirs["results_dir"])]) == 2
+    assert "profile 'gpu1' needs 1 GPU(s); this machine has 0" in capsys.readouterr().err
+    assert not dirs["work_root"].exists() and not dirs["results_dir"].exists()
+
+
+def test_a_failed_start_leaves_no_workspace(dirs, monkeypatch):
+    def broken(*args):
+        raise MaterializeError("archive failed")
+
+    monkeypatch.setattr(workspace, "_from_repo", broken)
+    with pytest.raises(MaterializeError):
+        _run("qa-01", "gold", dirs)
+    assert list(dirs["work_root"].iterdir()) == []
+
+
+def test_neither_cli_nor_key_says_both():
+    task = load_tasks(TOY_TASKS)["qa-01"]
+    with pytest.raises(CannotStart) as err:
+        make_launch("claude-code", task, "pithtrain", "q", Path("/w"), Path("/r"), "", {"PATH": "/nonexistent"})
+    assert "'claude' is not on PATH" in str(err.value)
+    assert "no credentials: set one of ANTHROPIC_API_KEY" in str(err.value)
+
+
+def test_dirty_paths_ignore_results_and_are_listed():
+    probe = REPO_ROOT / "results" / "ate" / "dirty-probe.txt"
+    mine = REPO_ROOT / "tests" / "fixtures" / "ate" / "dirty-probe.txt"
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        probe.write_text("x")
+        mine.write_text("x")
+        _, dirty = repo_state()
+        assert "tests/fixtures/ate/dirty-probe.txt" in dirty
+        assert not any(p.startswith("results/") for p in dirty)
+    finally:
+        probe.unlink()
+        mine.unlink()
 
 
 def test_cannot_start_records_nothing(dirs, monkeypatch, capsys):

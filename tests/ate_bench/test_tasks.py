@@ -22,11 +22,21 @@ def _copy_toy(tmp_path: Path, edit: str = "", drop: str = "") -> Path:
 
 def test_toy_tasks_load():
     tasks = load_tasks(TOY_TASKS)
-    assert sorted(tasks) == ["operate-01", "qa-01"]
+    assert sorted(tasks) == ["operate-01", "qa-01", "qa-02", "qa-03"]
     qa = tasks["qa-01"]
     assert qa.tools == "read-only" and qa.frameworks == ("pithtrain",)
     assert "pithtrain workspace" in qa.instruction("pithtrain")
     assert "{framework}" not in qa.instruction("pithtrain")
+    op = tasks["operate-01"]
+    assert op.profiles == ("smoke", "gpu1", "paper") and op.check_profile(None) == "smoke"
+    assert [op.gpus_for(p) for p in op.profiles] == [0, 1, 8]
+    assert "(gpu1 profile)" in op.instruction("pithtrain", "gpu1")
+    assert op.prepare_dir("pithtrain", "smoke") == op.dir / "prepare" / "smoke" / "pithtrain"
+    assert [p.name for p in op.wrong_cases("pithtrain")] == ["edited-train.sh"]
+    with pytest.raises(TaskError, match="profiles: smoke, gpu1, paper"):
+        op.check_profile("huge")
+    with pytest.raises(TaskError, match="has no profiles"):
+        qa.check_profile("smoke")
 
 
 @pytest.mark.parametrize(
@@ -41,6 +51,9 @@ def test_toy_tasks_load():
         ('gpus = "8"\n', "gpus", "field 'gpus' = '8'"),
         ('frameworks = ["deepspeed"]\n', "frameworks", "pithtrain, megatron-lm, torchtitan"),
         ("time_limit_min = 0\n", "time_limit_min", "field 'time_limit_min' = 0"),
+        ("gpus = 1\n", "", "field 'gpus' = 1 is not allowed; allowed: nothing with profiles"),
+        ('profiles = ["tiny"]\n', "profiles", "field 'profiles' = ['tiny']"),
+        ('[unrunnable]\n"pithtrain/huge" = "x"\n', "", "keys among ['pithtrain/smoke', 'pithtrain/gpu1'"),
     ],
 )
 def test_bad_task_toml_names_field_value_and_allowed(tmp_path, edit, drop, message):
@@ -48,6 +61,29 @@ def test_bad_task_toml_names_field_value_and_allowed(tmp_path, edit, drop, messa
     with pytest.raises(TaskError, match="task.toml") as err:
         load_task(task_dir)
     assert message in str(err.value)
+
+
+def test_stray_wrong_case_and_prepare_dir_are_errors(tmp_path):
+    task_dir = _copy_toy(tmp_path)
+    (task_dir / "wrong" / "pithtrain" / "notes.txt").write_text("")
+    with pytest.raises(TaskError, match=r"notes.txt is neither .md \(a final message\) nor .sh"):
+        load_task(task_dir)
+    (task_dir / "wrong" / "pithtrain" / "notes.txt").unlink()
+    (task_dir / "prepare" / "pithtrain").mkdir()
+    with pytest.raises(TaskError, match="keeps prepare/<profile>/<framework>/"):
+        load_task(task_dir)
+
+
+def test_task_file_hashes_name_the_task_version():
+    hashes = load_tasks(TOY_TASKS)["qa-02"].file_hashes("pithtrain")
+    assert sorted(hashes) == [
+        "qa/toy-cli/check.py",
+        "qa/toy-cli/gold/pithtrain/solve.sh",
+        "qa/toy-cli/instruction.md",
+        "qa/toy-cli/key.toml",
+        "qa/toy_keycheck.py",
+    ]
+    assert all(len(h) == 64 for h in hashes.values())
 
 
 def test_missing_gold_for_a_listed_framework(tmp_path):
@@ -79,4 +115,4 @@ def test_cli_exits_2_on_an_unknown_task(capsys):
         )
         == 2
     )
-    assert "known: operate-01, qa-01" in capsys.readouterr().err
+    assert "known: operate-01, qa-01, qa-02, qa-03" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ate_bench.frameworks import FRAMEWORKS
-from ate_bench.workspace import NetworkError, materialize, strip_agent_files, tree_sha256, workspace_diff
+from ate_bench.workspace import NetworkError, materialize, strip_skills, tree_sha256, workspace_diff
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -16,27 +16,61 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def test_strip_agent_files_is_one_rule_for_every_tree(tmp_path):
+AGENTS_MD = """# Repo guide
+Build with make.
+
+## Skills
+- validate-correctness: skills/validate-correctness/SKILL.md
+
+```
+## not a heading inside a fence
+```
+
+### Sub-heading, still in the section
+## Layout
+pithtrain/ is the trainer.
+"""
+
+
+def test_no_skills_removes_skills_and_the_section_only(tmp_path):
     root = _tree(
         tmp_path,
         {
-            "AGENTS.md": "root",
-            "CLAUDE.md": "see AGENTS.md",
-            "pkg/AGENTS.md": "nested",
+            "AGENTS.md": AGENTS_MD,
+            "pkg/CLAUDE.md": "# Pkg\n## Skills\nuse them\n",  # section runs to the end of the file
+            "docs/AGENTS.md": "# No skills section here\n",
             ".claude/settings.json": "{}",
-            ".claude/hooks/pre.sh": "",
+            ".codex/skills/x/SKILL.md": "---\nname: x\n---",
+            ".agents/skills/y.md": "",
             "skills/run-smoke/SKILL.md": "---\nname: run-smoke\n---",
-            "skills/run-smoke/check.py": "",
+            "skills/run-smoke/scripts/check.py": "",
             "pkg/skills/__init__.py": "",  # a code package called skills: kept (no SKILL.md)
             "pkg/model.py": "",
         },
     )
-    stripped = strip_agent_files(root)
-    assert stripped == [".claude", "AGENTS.md", "CLAUDE.md", "pkg/AGENTS.md", "skills"]
+    (root / ".claude" / "skills").symlink_to("../skills")
+    stripped = strip_skills(root)
+    assert stripped == [
+        ".agents/skills/ (directory)",
+        ".claude/skills (link to ../skills)",
+        ".codex/skills/ (directory)",
+        "AGENTS.md: section '## Skills' (lines 4-11)",
+        "pkg/CLAUDE.md: section '## Skills' (lines 2-3)",
+        "skills/ (directory)",
+    ]
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
+        ".claude/settings.json",
+        "AGENTS.md",
+        "docs/AGENTS.md",
+        "pkg/CLAUDE.md",
         "pkg/model.py",
         "pkg/skills/__init__.py",
     ]
+    kept = "# Repo guide\nBuild with make.\n\n## Layout\npithtrain/ is the trainer.\n"
+    assert (root / "AGENTS.md").read_text() == kept
+    assert (root / "pkg/CLAUDE.md").read_text() == "# Pkg\n"
+    assert (root / "docs/AGENTS.md").read_text() == "# No skills section here\n"
+    assert strip_skills(root) == []  # nothing left to strip
 
 
 def test_tree_hash_is_deterministic_and_sees_content_and_mode(tmp_path):
@@ -79,7 +113,7 @@ def test_pypi_materialization_of_torchtitan(tmp_path):
     assert first.tree_sha256 == second.tree_sha256 == tree_sha256(second.path)
 
 
-def test_unreachable_index_is_a_network_error(tmp_path, monkeypatch):
+def test_unreachable_index_is_a_network_error(tmp_path, monkeypatch, capfd):
     # What lets the test above skip offline and fail on anything else (a wrong pin, a missing file).
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
@@ -87,3 +121,8 @@ def test_unreachable_index_is_a_network_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_TIMEOUT", "2")
     with pytest.raises(NetworkError, match="torchtitan==0.3.0"):
         materialize("torchtitan", tmp_path / "ws", mode="pypi", cache_dir=tmp_path / "cache")
+    # The download says what it fetches and passes pip's lines through as they come (progress).
+    err = capfd.readouterr().err
+    assert "ate_bench: downloading torchtitan==0.3.0 (sdist, once; cached in" in err
+    assert "  pip: " in err
+    assert not (tmp_path / "ws").exists()  # the failed start left no workspace

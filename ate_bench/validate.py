@@ -1,0 +1,352 @@
+"""`python -m ate_bench validate`: prove every checker against right and wrong answers.
+
+For each task x framework x profile the machine can run, the cases are: `gold` (must PASS), `noop` (an
+empty final message and an untouched workspace: must FAIL), every `wrong/<framework>/*.md` (a final
+message, verbatim) and `wrong/<framework>/*.sh` (run like the gold), and the generated ones: for Q&A
+`shifted` (the gold's every cited line + 40), `stripped` (the gold without citations) and
+`other-task` (the next Q&A task's gold for the same framework); for feature tasks `other-task`. Each
+must FAIL. ERROR (the checker's own failure) is never as expected. A profile that needs more GPUs than
+this machine has, or a `[unrunnable]` cell of task.toml, is "not run" with the reason: never passed.
+
+Read-only tasks share one workspace per framework per call (it is checked unchanged, by tree hash,
+after every case); edit tasks get a fresh workspace per case. One record per call (schema below).
+"""
+
+import argparse
+import fnmatch
+import json
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ate_bench import agents
+from ate_bench.gpu import gpu_inventory
+from ate_bench.procs import run_process_tree
+from ate_bench.runner import BASE_ENV, _minimal_env, host_info, run_checker
+from ate_bench.tasks import TaskError, TaskSpec, load_tasks
+from ate_bench.workspace import Workspace, materialize, repo_state, resolve_mode, tree_sha256
+
+SCHEMA = "ate-bench-validation-1"
+# The citation form of notes/qa_format.md, used to shift and strip a gold answer's citations.
+CITATION = re.compile(r"(?P<path>[A-Za-z0-9_./-]+\.[A-Za-z0-9_]+):(?P<start>\d+)(?:-(?P<end>\d+))?")
+SHIFT_LINES = 40
+NOT_RUN = "not run"
+
+
+@dataclass
+class Case:
+    name: str
+    kind: str
+    """gold | noop | wrong-md | wrong-sh | generated"""
+    expected: str
+    message: str | None = None
+    """The final message as given (noop, wrong .md); None for a script or a derived case."""
+    script: Path | None = None
+    """Run in the workspace like the gold; its stdout is the final message."""
+    derive: str = ""
+    """`shifted` or `stripped`: made from the gold's final message once the gold has run."""
+    skip: str = ""
+    """Why the case cannot run here (the cell is recorded "not run")."""
+
+
+@dataclass
+class Cell:
+    task: str
+    framework: str
+    profile: str
+    case: str
+    kind: str
+    expected: str
+    verdict: str
+    """PASS, FAIL, ERROR or "not run"."""
+    reasons: list[str]
+    seconds: float
+
+    @property
+    def as_expected(self) -> bool:
+        return self.verdict == self.expected
+
+    @property
+    def unexpected(self) -> bool:
+        return self.verdict != NOT_RUN and not self.as_expected
+
+
+def shifted(message: str) -> str:
+    def one(m: re.Match) -> str:
+        end = f"-{int(m['end']) + SHIFT_LINES}" if m["end"] else ""
+        return f"{m['path']}:{int(m['start']) + SHIFT_LINES}{end}"
+
+    return CITATION.sub(one, message)
+
+
+def stripped(message: str) -> str:
+    return re.sub(r"`\s*`", "", CITATION.sub("", message))
+
+
+def _other_task(task: TaskSpec, framework: str, all_tasks: dict[str, TaskSpec]) -> TaskSpec | None:
+    """The next task of the same category (by id, wrapping) that lists `framework`."""
+    peers = sorted(t.id for t in all_tasks.values() if t.category == task.category and framework in t.frameworks)
+    later = [i for i in peers if i > task.id] + [i for i in peers if i < task.id]
+    return all_tasks[later[0]] if later else None
+
+
+def cases_for(task: TaskSpec, framework: str, profile: str, all_tasks: dict[str, TaskSpec]) -> list[Case]:
+    cases = [Case("gold", "gold", "PASS", script=task.gold_script(framework)), Case("noop", "noop", "FAIL", message="")]
+    for path in task.wrong_cases(framework):
+        if path.suffix == ".md":
+            cases.append(Case(path.name, "wrong-md", "FAIL", message=path.read_text()))
+        else:
+            cases.append(Case(path.name, "wrong-sh", "FAIL", script=path))
+    if task.category == "qa":
+        cases += [Case(name, "generated", "FAIL", derive=name) for name in ("shifted", "stripped")]
+    if task.category in ("qa", "feature"):
+        other = _other_task(task, framework, all_tasks)
+        if other is None:
+            why = f"no other {task.category} task lists {framework}"
+            cases.append(Case("other-task", "generated", "FAIL", skip=why))
+        elif profile and other.unrunnable.get(f"{framework}/{profile}"):
+            why = f"{other.id}'s gold cannot run on {framework}/{profile}: {other.unrunnable[f'{framework}/{profile}']}"
+            cases.append(Case("other-task", "generated", "FAIL", skip=why))
+        else:
+            cases.append(Case("other-task", "generated", "FAIL", script=other.gold_script(framework)))
+    unrunnable = task.unrunnable.get(f"{framework}/{profile}", "") if profile else ""
+    if unrunnable:  # the gold cannot run: every case that runs a gold (or derives from one) is not run
+        for c in cases:
+            if c.kind in ("gold", "generated") and not c.skip:
+                c.skip = f"unrunnable in task.toml: {unrunnable}"
+    return cases
+
+
+class _Workspaces:
+    """Materializes workspaces under one scratch root; shares one per framework for read-only tasks."""
+
+    def __init__(self, root: Path, source: str, cache_dir: Path):
+        self.root, self.source, self.cache_dir = root, source, cache_dir
+        self.modes: dict[str, str] = {}
+        self.info: dict[str, dict] = {}
+        self.shared: dict[str, tuple[Workspace, str]] = {}
+        self.n = 0
+
+    def fresh(self, task: TaskSpec, framework: str, profile: str) -> Workspace:
+        if framework not in self.modes:
+            self.modes[framework] = resolve_mode(framework, self.source, self.cache_dir)
+        self.n += 1
+        mode = self.modes[framework] if framework != "pithtrain" else "auto"
+        ws = materialize(
+            framework,
+            self.root / f"ws-{self.n}-{framework}",
+            mode=mode,
+            prepare_dir=task.prepare_dir(framework, profile),
+            cache_dir=self.cache_dir,
+        )
+        self.info.setdefault(framework, {"mode": ws.mode, "version": ws.version, "tree_sha256": ws.tree_sha256})
+        return ws
+
+    def get(self, task: TaskSpec, framework: str, profile: str) -> tuple[Workspace, str | None]:
+        """(workspace, its tree hash to hold it to), or (workspace, None) for a one-case workspace."""
+        if task.tools == "read-only" and not task.prepare_dir(framework, profile).is_dir():
+            if framework not in self.shared:
+                ws = self.fresh(task, framework, profile)
+                self.shared[framework] = (ws, tree_sha256(ws.path))
+            return self.shared[framework]
+        return self.fresh(task, framework, profile), None
+
+    def done(self, ws: Workspace, held: str | None) -> str:
+        """After a case: a one-case workspace goes; a shared one must be unchanged (else it is remade)."""
+        if held is None:
+            shutil.rmtree(ws.path, ignore_errors=True)
+            return ""
+        if tree_sha256(ws.path) == held:
+            return ""
+        del self.shared[ws.framework]
+        shutil.rmtree(ws.path, ignore_errors=True)
+        return "the case changed the read-only workspace (its tree hash differs); the next case gets a fresh one"
+
+
+def _run_script(script: Path, profile: str, ws: Path, log_dir: Path, time_limit_s: float) -> tuple[str, int, str]:
+    """(stdout, exit status, stderr tail) of a gold or wrong script run in the workspace."""
+    launch = agents.script_launch(script, profile)
+    home = log_dir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**_minimal_env(BASE_ENV, home, home), **launch.env}
+    lines: list[str] = []
+    done = run_process_tree(
+        launch.argv, ws, env, time_limit_s, lambda t, line: lines.append(line), log_dir / "script.stderr"
+    )
+    tail = (log_dir / "script.stderr").read_text(errors="replace").strip()[-1500:]
+    if done.timed_out:
+        tail = f"ran past {time_limit_s:.0f} s; killed. {tail}"
+    return "\n".join(lines) + ("\n" if lines else ""), (124 if done.timed_out else done.returncode), tail
+
+
+def validate_row(
+    task: TaskSpec,
+    framework: str,
+    profile: str,
+    all_tasks: dict[str, TaskSpec],
+    spaces: _Workspaces,
+    gpus_here: int,
+) -> list[Cell]:
+    cases = cases_for(task, framework, profile, all_tasks)
+    need = task.gpus_for(profile)
+    if need > gpus_here:
+        why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}"
+        return [Cell(task.id, framework, profile, c.name, c.kind, c.expected, NOT_RUN, [why], 0.0) for c in cases]
+    cells: list[Cell] = []
+    gold_message: str | None = None
+    gold_problem = "the gold has not run"
+    for i, case in enumerate(cases):
+        t0 = time.monotonic()
+
+        def cell(verdict: str, reasons: list[str], case: Case = case, t0: float = t0) -> Cell:
+            seconds = round(time.monotonic() - t0, 2)
+            return Cell(task.id, framework, profile, case.name, case.kind, case.expected, verdict, reasons, seconds)
+
+        if case.skip:
+            cells.append(cell(NOT_RUN, [case.skip]))
+            continue
+        if case.derive and gold_message is None:
+            cells.append(cell(NOT_RUN, [f"made from the gold's answer, but {gold_problem}"]))
+            continue
+        log_dir = spaces.root / "logs" / f"{task.id}-{framework}-{profile or 'none'}-{i}"
+        log_dir.mkdir(parents=True)
+        ws, held = spaces.get(task, framework, profile)
+        notes: list[str] = []
+        message = case.message
+        if case.script is not None:
+            message, code, tail = _run_script(case.script, profile, ws.path, log_dir, task.time_limit_min * 60)
+            if code != 0 and case.kind == "gold":
+                gold_problem = f"the gold script exited {code}"
+                spaces.done(ws, held)
+                cells.append(cell("ERROR", [f"gold script exited {code}: {tail or '(no stderr)'}"]))
+                continue
+            if code != 0:
+                notes.append(f"script exited {code}: {tail.splitlines()[-1] if tail else '(no stderr)'}")
+        elif case.derive == "shifted":
+            message = shifted(gold_message)
+        elif case.derive == "stripped":
+            message = stripped(gold_message)
+        if case.kind == "gold":
+            gold_message = message
+        answer = log_dir / "answer.md"
+        answer.write_text(message)
+        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile)
+        changed = spaces.done(ws, held)
+        if changed:
+            cells.append(cell("ERROR", [changed, *verdict.reasons, *notes]))
+        else:
+            cells.append(cell(verdict.status, verdict.reasons + notes))
+    return cells
+
+
+def _row_line(cells: list[Cell]) -> str:
+    c0 = cells[0]
+    marks = []
+    for c in cells:
+        v = "not-run" if c.verdict == NOT_RUN else c.verdict
+        marks.append(f"{c.case}:{v}" + ("!!" if c.unexpected else ""))
+    ran = [c for c in cells if c.verdict != NOT_RUN]
+    ok = sum(c.as_expected for c in ran)
+    secs = sum(c.seconds for c in cells)
+    tail = f"{ok}/{len(ran)} as expected" + (f", {len(cells) - len(ran)} not run" if len(ran) < len(cells) else "")
+    return f"{c0.task:11} {c0.framework:11} {c0.profile or '-':6} {' '.join(marks)}  [{tail}, {secs:.1f} s]"
+
+
+def _select(tasks: dict[str, TaskSpec], globs: list[str]) -> list[TaskSpec]:
+    chosen = [t for tid, t in sorted(tasks.items()) if any(fnmatch.fnmatchcase(tid, g) for g in globs)]
+    if not chosen:
+        raise TaskError(f"no task matches {' '.join(globs)}; known: {', '.join(sorted(tasks)) or '(none)'}")
+    return chosen
+
+
+def provenance(command: list[str]) -> dict:
+    commit, dirty = repo_state()
+    return {
+        "commit": commit,
+        "dirty_paths": dirty,
+        "host": host_info(),
+        "command": command,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_record(out_dir: Path, record: dict) -> Path:
+    out_dir = out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    n = 1
+    while path.exists():  # two calls in one second keep both records
+        n += 1
+        path = out_dir / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{n}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def run_validate(args: argparse.Namespace, command: list[str]) -> int:
+    all_tasks = load_tasks(args.tasks_dir.resolve())
+    chosen = _select(all_tasks, args.tasks)
+    gpus_here = len(gpu_inventory())
+    started = time.monotonic()
+    rows = [
+        (task, fw, profile)
+        for task in chosen
+        for fw in task.frameworks
+        if fw in args.frameworks
+        for profile in ([p for p in task.profiles if p in args.profiles] if task.profiles else [""])
+    ]
+    if not rows:
+        left_by = f"--frameworks {' '.join(args.frameworks)} --profiles {' '.join(args.profiles)}"
+        raise TaskError(f"no task x framework x profile is left by {left_by}")
+    print(f"validate: {len(rows)} task x framework x profile rows; {gpus_here} GPU(s) here", flush=True)
+    cells: list[Cell] = []
+    args.work_root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="validate-", dir=args.work_root.resolve()))
+    try:
+        spaces = _Workspaces(scratch, args.source, args.cache_dir)
+        for task, fw, profile in rows:
+            row = validate_row(task, fw, profile, all_tasks, spaces, gpus_here)
+            print(_row_line(row), flush=True)
+            cells += row
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    unexpected = [c for c in cells if c.unexpected]
+    not_run = [c for c in cells if c.verdict == NOT_RUN]
+    record = {
+        "schema": SCHEMA,
+        **provenance(command),
+        "seconds": round(time.monotonic() - started, 1),
+        "workspaces": spaces.info,
+        "tasks": {
+            t.id: {
+                "dir": str(t.dir),
+                "category": t.category,
+                "files": {k: v for fw in t.frameworks for k, v in t.file_hashes(fw).items()},
+            }
+            for t in chosen
+        },
+        "summary": {
+            "cells": len(cells),
+            "as_expected": sum(c.as_expected for c in cells),
+            "unexpected": len(unexpected),
+            "not_run": len(not_run),
+        },
+        "cells": [asdict(c) for c in cells],
+    }
+    path = write_record(args.out or args.results_dir / "validation", record)
+    print(
+        f"\n{len(cells)} cells: {record['summary']['as_expected']} as expected, {len(unexpected)} unexpected, "
+        f"{len(not_run)} not run (never counted as passed); {record['seconds']:.1f} s"
+    )
+    for reason in sorted({c.reasons[0] for c in not_run}):
+        print(f"  not run: {reason}")
+    for c in unexpected:
+        where = f"{c.task} {c.framework} {c.profile or '-'} {c.case}"
+        print(f"  UNEXPECTED {where}: expected {c.expected}, got {c.verdict}")
+        for r in c.reasons[:6]:
+            print(f"      {r}")
+    print(f"record: {path}")
+    return 1 if unexpected else 0

@@ -1,0 +1,110 @@
+"""`validate` on the toy tasks: the matrix, its record, and that a checker passing a wrong answer is caught."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ate_bench import validate
+from ate_bench.__main__ import main
+from ate_bench.validate import shifted, stripped
+
+TOY_TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "tasks"
+
+
+@pytest.fixture(autouse=True)
+def no_gpus(monkeypatch):
+    monkeypatch.setattr(validate, "gpu_inventory", lambda: [])
+
+
+def _validate(tmp_path: Path, tasks_dir: Path, *tasks: str) -> tuple[int, dict]:
+    out = tmp_path / "out"
+    argv = ["--tasks-dir", str(tasks_dir), "validate", "--tasks", *tasks]
+    code = main([*argv, "--out", str(out), "--work-root", str(tmp_path / "work")])
+    (path,) = out.glob("*.json")
+    path.rename(path.with_suffix(".seen"))  # the next call's record is the only .json
+    return code, json.loads(path.with_suffix(".seen").read_text())
+
+
+def _cells(record: dict) -> dict[tuple, dict]:
+    return {(c["task"], c["profile"], c["case"]): c for c in record["cells"]}
+
+
+def test_shift_and_strip_every_citation():
+    msg = "See `a/b.py:10` and c.toml:3-5.\n<final-answer>\nx.py:1\n</final-answer>\n"
+    assert shifted(msg) == "See `a/b.py:50` and c.toml:43-45.\n<final-answer>\nx.py:41\n</final-answer>\n"
+    assert stripped(msg) == "See  and .\n<final-answer>\n\n</final-answer>\n"
+
+
+def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
+    code, rec = _validate(tmp_path, TOY_TASKS, "operate-01", "qa-0[23]")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert rec["schema"] == "ate-bench-validation-1"
+    assert {"commit", "dirty_paths", "host", "command", "date", "seconds", "workspaces", "tasks"} <= set(rec)
+    assert len(rec["workspaces"]["pithtrain"]["tree_sha256"]) == 64
+    assert "qa/toy-cli/key.toml" in rec["tasks"]["qa-02"]["files"]
+    cells = _cells(rec)
+    expected_qa = ["gold", "noop", "fabricated.md", "wrong-lines.md", "wrong-mechanism.md", "shifted", "stripped"]
+    for case in [*expected_qa, "other-task"]:
+        cell = cells[("qa-02", "", case)]
+        assert cell["verdict"] == cell["expected"] == ("PASS" if case == "gold" else "FAIL"), cell
+    # Each wrong answer fails for its own reason.
+    assert "fabricated" in cells[("qa-02", "", "fabricated.md")]["reasons"][0]
+    assert "does not exist" in cells[("qa-02", "", "shifted")]["reasons"][0]
+    assert cells[("operate-01", "smoke", "edited-train.sh")]["reasons"] == ["train.sh was modified or removed"]
+    # Profiles this machine cannot run are cells "not run", with the reason, never passed.
+    for profile, n in (("gpu1", 1), ("paper", 8)):
+        cell = cells[("operate-01", profile, "gold")]
+        assert cell["verdict"] == "not run"
+        assert cell["reasons"] == [f"profile {profile} needs {n} GPU(s); this machine has 0"]
+    assert rec["summary"] == {"cells": 25, "as_expected": 19, "unexpected": 0, "not_run": 6}
+    assert "qa-02       pithtrain   -      gold:PASS noop:FAIL" in out and "record: " in out
+
+
+def test_a_checker_that_passes_a_wrong_answer_fails_validate(tmp_path, capsys):
+    # toy-version's checker wants `pyproject.toml:<n>` but never checks the line exists.
+    code, rec = _validate(tmp_path, TOY_TASKS, "qa-01")
+    assert code == 1
+    assert [c["case"] for c in rec["cells"] if c["verdict"] != c["expected"]] == ["shifted"]
+    assert "UNEXPECTED qa-01 pithtrain - shifted: expected FAIL, got PASS" in capsys.readouterr().out
+
+
+def test_error_is_never_as_expected_and_read_only_workspaces_are_watched(tmp_path):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TOY_TASKS, tasks)
+    wrong = tasks / "qa" / "toy-cli" / "wrong" / "pithtrain"
+    (wrong / "edits.sh").write_text("echo '# edited' >> pyproject.toml\n")
+    (tasks / "qa" / "toy-meta" / "check.py").write_text("import sys\nsys.exit(1 / 0)\n")
+    code, rec = _validate(tmp_path, tasks, "qa-0[23]")
+    assert code == 1
+    cells = _cells(rec)
+    edits = cells[("qa-02", "", "edits.sh")]
+    assert edits["verdict"] == "ERROR" and "changed the read-only workspace" in edits["reasons"][0]
+    # The next case got a fresh workspace: the gold-derived cases still behave.
+    assert cells[("qa-02", "", "shifted")]["verdict"] == "FAIL"
+    # A checker that crashes is ERROR on every case, the FAIL-expected ones included.
+    meta = [c for c in rec["cells"] if c["task"] == "qa-03"]
+    assert {c["verdict"] for c in meta} == {"ERROR"}
+    assert "ZeroDivisionError" in meta[1]["reasons"][0]
+
+
+def test_unrunnable_cells_are_not_run_and_the_rest_still_runs(tmp_path):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TOY_TASKS, tasks)
+    toml = tasks / "operate" / "toy-train" / "task.toml"
+    toml.write_text(toml.read_text() + '[unrunnable]\n"pithtrain/smoke" = "needs CUDA here"\n')
+    code, rec = _validate(tmp_path, tasks, "operate-01")
+    assert code == 0
+    cells = _cells(rec)
+    assert cells[("operate-01", "smoke", "gold")]["verdict"] == "not run"
+    assert cells[("operate-01", "smoke", "gold")]["reasons"] == ["unrunnable in task.toml: needs CUDA here"]
+    assert cells[("operate-01", "smoke", "noop")]["verdict"] == "FAIL"
+    assert cells[("operate-01", "smoke", "edited-train.sh")]["verdict"] == "FAIL"
+
+
+def test_validate_says_when_nothing_matches(tmp_path, capsys):
+    argv = ["--tasks-dir", str(TOY_TASKS), "validate", "--tasks", "feature-*", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "no task matches feature-*; known: operate-01, qa-01, qa-02, qa-03" in capsys.readouterr().err
