@@ -159,3 +159,13 @@ def test_render_missing_anchor_exits_1_naming_it(ws, tmp_path):
         [sys.executable, str(QA_DIR / "render.py"), str(answer)], cwd=ws, capture_output=True, text=True
     )
     assert (done.returncode, done.stdout) == (0, "pkg/mesh.py:4\n")
+
+
+@pytest.mark.parametrize("key_path", sorted(QA_DIR.glob("*/key.toml")), ids=lambda p: p.parent.name)
+def test_every_task_key_loads_for_its_frameworks(key_path):
+    import tomllib
+
+    frameworks = tomllib.loads((key_path.parent / "task.toml").read_text())["frameworks"]
+    for fw in frameworks:
+        key = qa_check.load_key(key_path, fw)
+        assert any(f.mechanism for f in key.facts) and len(key.facts) >= 2
