@@ -2,7 +2,7 @@
 VENV := .venv
 NOX := $(VENV)/bin/nox
 
-.PHONY: test test-all lint
+.PHONY: test test-all lint reproduce kick-tires
 $(NOX):
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q nox
@@ -15,3 +15,11 @@ test-all: $(NOX)
 
 lint: $(NOX)
 	$(NOX) -s lint
+
+# Every table and figure of the paper (paper/README.md): what this machine can run, then the figures.
+reproduce: $(NOX)
+	$(NOX) -s reproduce
+
+# A labelled subset in under 10 minutes: code size, Q&A checker validation and costs on pithtrain, smoke throughput.
+kick-tires: $(NOX)
+	$(NOX) -s reproduce -- --kick-tires

@@ -1,4 +1,18 @@
-"""Sessions: `tests` (pytest, fast tests unless `-- -m ""`), `lint` (ruff), `throughput` (GPU benchmark)."""
+"""Sessions: `tests` (pytest, fast tests unless `-- -m ""`), `lint` (ruff), `throughput` (GPU benchmark).
+
+The paper (paper/README.md): `validate`, `ate`, `ablation`, `moba` write records under results/; `figures`
+rebuilds every table and figure of paper/ from the records present; `reproduce` runs everything this machine
+can, then `figures`.
+"""
+
+import argparse
+import fnmatch
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import nox
 
@@ -34,3 +48,203 @@ def throughput(session):
     (benchmarks/gpu_run.sh does). Options and method: benchmarks/throughput.py --help, benchmarks/NOTES.md.
     """
     session.run("python3", "benchmarks/throughput.py", *(session.posargs or ["--config", "qwen3-30b-a3b-4l"]))
+
+
+# ---- the paper: records under results/, every table and figure rebuilt into paper/ ----
+
+REPO = Path(__file__).resolve().parent
+PAPER_DEPS = ("pandas", "seaborn", "matplotlib")
+SMOKE_THROUGHPUT = ("benchmarks/throughput.py", "--smoke", "--out", "results/throughput-smoke")
+
+
+def _paper_env(session, torch: bool) -> None:
+    """pandas/seaborn/matplotlib; with `torch`, the CPU torch pin and pithtrain (the smoke runs train)."""
+    if torch:
+        session.install(TORCH_CPU)
+        session.install("-e", ".")
+    session.install(*PAPER_DEPS)
+
+
+def _tasks(globs: list[str]) -> dict:
+    sys.path.insert(0, str(REPO))
+    from ate_bench.tasks import load_tasks
+
+    found = load_tasks(REPO / "tasks")
+    return {i: t for i, t in found.items() if any(fnmatch.fnmatchcase(i, g) for g in globs)}
+
+
+def _agent_args(session, default_tasks: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=f"nox -s {session.name} --")
+    p.add_argument("--agent", required=True, help="claude-code, codex or mini-swe-agent")
+    p.add_argument("--model", default="", help="passed to the agent (mini-swe-agent needs provider/name)")
+    p.add_argument("--tasks", nargs="+", default=default_tasks, metavar="GLOB")
+    p.add_argument("--frameworks", nargs="+", default=["pithtrain", "torchtitan", "megatron-lm"])
+    p.add_argument(
+        "--profile", default="", help="operate/feature tasks: smoke, gpu1 or paper (default: the task's first)"
+    )
+    p.add_argument("--repeat", type=int, default=3)
+    try:
+        return p.parse_args(session.posargs)
+    except SystemExit:
+        session.error(f"usage: {p.format_usage().strip()}")
+
+
+def _cannot_start(agent: str, model: str = "", tasks: dict | None = None) -> str:
+    """Why `agent` cannot start here (its CLI or key is missing), or "" when it can."""
+    from ate_bench import agents
+
+    task = next(iter((tasks or _tasks(["*"])).values()))
+    try:
+        agents.make_launch(agent, task, task.frameworks[0], "", REPO, REPO, model, dict(os.environ))
+    except agents.CannotStart as e:
+        return str(e)
+    return ""
+
+
+def _refuse_without_agent(session, args, tasks: dict) -> None:
+    """Stop before any workspace is made when the agent cannot start here (CLI or key missing)."""
+    if not tasks:
+        session.error(f"no task in tasks/ matches {' '.join(args.tasks)}")
+    why = _cannot_start(args.agent, args.model, tasks)
+    if why:
+        session.error(f"refusing to run: {why}. Nothing was run; no record was written.")
+
+
+def _run_agents(session, args, tasks: dict, frameworks: list[str], skills_arms: tuple[bool, ...]) -> None:
+    for tid, task in tasks.items():
+        for fw in (f for f in task.frameworks if f in frameworks):
+            for skills in skills_arms:
+                cmd = ["python", "-m", "ate_bench", "run", "--task", tid, "--framework", fw, "--agent", args.agent]
+                cmd += ["--repeat", str(args.repeat)] + (["--model", args.model] if args.model else [])
+                cmd += ["--profile", args.profile] if args.profile and task.profiles else []
+                cmd += [] if skills else ["--no-skills"]
+                session.run(*cmd, success_codes=[0, 1, 3])  # FAIL and checker ERROR are results, not crashes
+
+
+@nox.session(default=False)
+def validate(session):
+    """Checker validation matrix: `nox -s validate [-- validate options]` (default: every task, smoke profile)."""
+    _paper_env(session, torch=True)
+    session.run("python", "-m", "ate_bench", "validate", *(session.posargs or ["--profiles", "smoke"]))
+
+
+def _agent_session(session, default_tasks: list[str], only_moba: bool, pithtrain_only: bool, arms: tuple) -> None:
+    """Parse `-- --agent ...`, refuse before anything is made if the agent cannot start, run, rebuild paper/."""
+    args = _agent_args(session, default_tasks)
+    tasks = {i: t for i, t in _tasks(args.tasks).items() if not only_moba or "moba" in t.dir.name.lower()}
+    _refuse_without_agent(session, args, tasks)
+    _paper_env(session, torch=False)
+    _run_agents(session, args, tasks, ["pithtrain"] if pithtrain_only else args.frameworks, arms)
+    session.run("python", "-m", "paper.build")
+
+
+@nox.session(default=False)
+def ate(session):
+    """ATE-Bench with a real agent: `nox -s ate -- --agent claude-code [--tasks GLOB ...] [--repeat 3]`."""
+    _agent_session(session, ["*"], only_moba=False, pithtrain_only=False, arms=(True,))
+
+
+@nox.session(default=False)
+def ablation(session):
+    """Skills ablation on pithtrain, both arms: `nox -s ablation -- --agent claude-code [--tasks ...]`.
+
+    Default tasks: the operate and feature tasks (what the skills are for: running, profiling, extending).
+    """
+    _agent_session(session, ["operate-*", "feature-*"], only_moba=False, pithtrain_only=True, arms=(True, False))
+
+
+@nox.session(default=False)
+def moba(session):
+    """The MoBA case study: the MoBA feature task on every framework, then its tables and figure."""
+    _agent_session(session, ["feature-*"], only_moba=True, pithtrain_only=False, arms=(True,))
+
+
+@nox.session(default=False)
+def figures(session):
+    """Rebuild every table and figure of paper/ from the records present under results/; runs nothing."""
+    _paper_env(session, torch=False)
+    session.run("python", "-m", "paper.build", *session.posargs)
+
+
+def _gpu_count() -> int:
+    smi = shutil.which("nvidia-smi")
+    done = subprocess.run([smi, "-L"], capture_output=True, text=True) if smi else None
+    return len(done.stdout.splitlines()) if done and done.returncode == 0 else 0
+
+
+def _gpu_configs() -> list[tuple[str, int, list[str]]]:
+    """The local throughput configs whose meshes fit this host's GPUs, each with the meshes that fit."""
+    import tomllib
+
+    n, out = _gpu_count(), []
+    for name, cfg in tomllib.loads((REPO / "benchmarks" / "configs.toml").read_text()).items():
+        fits = sorted({m["gpus"] for m in cfg.get("meshes", []) if m["gpus"] <= n and m.get("nodes", 1) == 1})
+        if cfg.get("where") == "local" and fits:
+            gpus = ",".join(map(str, fits))
+            out.append((name, fits[-1], ["benchmarks/throughput.py", "--config", name, "--gpus", gpus]))
+    return out
+
+
+@nox.session(default=False)
+def reproduce(session):
+    """Everything this machine can run, then every output: `nox -s reproduce [-- --kick-tires]`.
+
+    No GPU, no agent key (CI): the validation matrix on the smoke profile, code size, the agent-free costs,
+    the throughput smoke run, then figures. With GPUs: the gpu1 profile too, and the local throughput configs
+    that fit (run by the host's python3, which must hold a CUDA torch). With an agent key: the ATE runs.
+    --kick-tires: a labelled subset under 10 minutes (Q&A validation and costs on pithtrain only).
+    """
+    kick = "--kick-tires" in session.posargs
+    label = "[kick-tires]" if kick else "[reproduce]"
+    _paper_env(session, torch=True)
+    gpu = _gpu_count() > 0
+    profiles = ["smoke", "gpu1"] if gpu else ["smoke"]
+    only_pith = ["--frameworks", "pithtrain"] if kick else []
+    steps = [
+        ("6: validation matrix", ["python", "-m", "ate_bench", "validate", "--profiles", *profiles]
+         + (["--tasks", "qa-*", *only_pith] if kick else [])),
+        ("1: code size", ["python", "paper/measure_code_size.py"]),
+        ("6: agent-free costs", ["python", "-m", "ate_bench", "cost", *only_pith]),
+        ("2: throughput smoke (CPU, tiny model)", ["python", *SMOKE_THROUGHPUT]),
+    ]  # fmt: skip
+    if kick:
+        session.log(f"{label} a subset: Q&A validation and costs on pithtrain only, code size, throughput smoke")
+    not_run = []
+    if gpu and not kick:
+        # The throughput runs need the host's CUDA torch, not this session's CPU pin: run outside the venv.
+        steps += [(f"2: throughput {name} on {gpus} GPU(s)", ["python3", *cmd]) for name, gpus, cmd in _gpu_configs()]
+    elif not gpu:
+        not_run.append("2: throughput on GPUs (no GPU here; `nox -s throughput` on a GPU host)")
+    why_no_agent = _cannot_start("claude-code")
+    if why_no_agent:
+        not_run.append(f"3-5: ATE agent runs ({why_no_agent})")
+    failed, t_all = [], time.monotonic()
+    for name, cmd in steps:
+        t0 = time.monotonic()
+        session.log(f"{label} result {name}: {' '.join(cmd)}")
+        try:
+            session.run(*cmd, env={"OMP_NUM_THREADS": "1"}, external=cmd[0] == "python3")
+        except nox.command.CommandFailed:
+            failed.append(name)
+        session.log(
+            f"{label} result {name}: {'FAILED' if failed[-1:] == [name] else 'done'} in {time.monotonic() - t0:.0f} s"
+        )
+    if not why_no_agent and not kick:
+        t0 = time.monotonic()
+        agent = argparse.Namespace(agent="claude-code", model="", profile="", repeat=3)
+        session.log(f"{label} results 3-5: ATE-Bench with claude-code, 3 repeats, every task and framework")
+        _run_agents(session, agent, _tasks(["*"]), ["pithtrain", "torchtitan", "megatron-lm"], (True,))
+        _run_agents(session, agent, _tasks(["operate-*", "feature-*"]), ["pithtrain"], (False,))
+        session.log(f"{label} results 3-5: {time.monotonic() - t0:.0f} s")
+    t0 = time.monotonic()
+    session.log(f"{label} figures: python -m paper.build")
+    try:
+        session.run("python", "-m", "paper.build")
+    except nox.command.CommandFailed:
+        failed.append("figures")
+    session.log(f"{label} figures: {time.monotonic() - t0:.0f} s")
+    for n in not_run:
+        session.log(f"{label} not run: {n}")
+    session.log(f"{label} total {time.monotonic() - t_all:.0f} s; outputs in paper/, index paper/README.md")
+    if failed:
+        session.error(f"{label} failed: {', '.join(failed)} (outputs still rebuilt from the records present)")

@@ -1,6 +1,7 @@
 """The shared Q&A checker (tasks/qa/qa_check.py) and gold renderer (tasks/qa/render.py) on tiny workspaces."""
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,24 @@ def test_every_task_key_loads_for_its_frameworks(key_path):
     for fw in frameworks:
         key = qa_check.load_key(key_path, fw)
         assert any(f.mechanism for f in key.facts) and len(key.facts) >= 2
+
+
+def _shift(m: re.Match) -> str:
+    end = f"-{int(m['end']) + 40}" if m["end"] else ""
+    return f"{m['path']}:{int(m['start']) + 40}{end}"
+
+
+@pytest.mark.parametrize(
+    "task", sorted(p.parent.parent.parent for p in QA_DIR.glob("*/gold/pithtrain/answer.md")), ids=lambda p: p.name
+)
+def test_pithtrain_gold_follows_the_code(task):
+    """Each task's pithtrain gold, rendered against this checkout, passes its key; shifted, stripped and the
+    hand-written wrong answers fail. (The workspace is this tree minus ate_bench/tasks/results, which no gold cites.)"""
+    root = QA_DIR.parent.parent
+    key = qa_check.load_key(task / "key.toml", "pithtrain")
+    gold = render.render((task / "gold" / "pithtrain" / "answer.md").read_text(), root)
+    assert qa_check.check(key, root, gold) == []
+    assert qa_check.check(key, root, qa_check.CITATION.sub(_shift, gold))
+    assert qa_check.check(key, root, qa_check.CITATION.sub(lambda m: m["path"], gold))
+    for wrong in sorted((task / "wrong" / "pithtrain").glob("*.md")):
+        assert qa_check.check(key, root, wrong.read_text()), wrong.name
