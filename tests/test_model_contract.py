@@ -1,6 +1,9 @@
-"""What every model family owes the trainer, checked for each on its tiny test config: the five-stage split
-equals the eager `reference_forward` (loss and gradients), and the grouped expert matmuls get the autocast
-dtype (the one-GPU bf16 path, where the residual stream is fp32)."""
+"""What every model family owes the trainer, checked for each on its tiny test config: its layers satisfy
+`models.DecoderLayer` (the engine's only view of a layer), the five-stage split equals the eager
+`reference_forward` (loss and gradients), and the grouped expert matmuls get the autocast dtype (the one-GPU
+bf16 path, where the residual stream is fp32)."""
+
+import inspect
 
 import pytest
 import torch
@@ -8,6 +11,7 @@ from test_deepseek_v2 import CFG as DEEPSEEK_V2_CFG
 from test_gpt_oss import CFG as GPT_OSS_CFG
 from test_qwen3_moe import CFG as QWEN3_MOE_CFG
 
+from pithtrain.models import DecoderLayer, Experts, MoeBlock
 from pithtrain.models.deepseek_v2 import DeepseekV2ForCausalLM
 from pithtrain.models.gpt_oss import GptOssForCausalLM
 from pithtrain.models.qwen3_moe import Qwen3MoeForCausalLM
@@ -17,6 +21,36 @@ FAMILIES = [
     pytest.param(DeepseekV2ForCausalLM, DEEPSEEK_V2_CFG, id="deepseek_v2"),
     pytest.param(GptOssForCausalLM, GPT_OSS_CFG, id="gpt_oss"),
 ]
+
+
+def same_signatures(obj, protocol) -> list[str]:
+    members = [n for n, v in vars(protocol).items() if inspect.isfunction(v) and not n.startswith("_")]
+    want = {n: list(inspect.signature(getattr(protocol, n)).parameters)[1:] for n in members}
+    return [n for n in members if list(inspect.signature(getattr(obj, n)).parameters) != want[n]]
+
+
+@pytest.mark.parametrize("model_class,cfg", FAMILIES)
+def test_layers_satisfy_the_engine_contract(model_class, cfg):
+    model = model_class(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (1, 5))
+    cos, sin = model.rope(ids, torch.arange(5)[None])
+    x_BSD = torch.randn(1, 5, cfg.hidden_size)
+    kinds = set()
+    for layer in model.model.layers.values():
+        assert isinstance(layer, DecoderLayer) and not same_signatures(layer, DecoderLayer)
+        assert not list(layer.parameters(recurse=False)), "weights belong in submodules"
+        kinds.add(layer.is_moe)
+        n_TD = layer.forward_stage1(x_BSD, cos, sin)[1]
+        if not layer.is_moe:
+            assert layer.num_experts == 0 and n_TD is None
+            continue
+        assert isinstance(layer.mlp, MoeBlock) and not same_signatures(layer.mlp, MoeBlock)
+        assert isinstance(layer.mlp.experts, Experts) and layer.mlp.experts.expert_offset == 0
+        assert n_TD.shape == (5, cfg.hidden_size)
+        assert all(p.shape[0] == layer.num_experts for p in layer.mlp.experts.parameters())
+        shared = layer.mlp.shared_experts
+        assert shared is None or isinstance(shared, torch.nn.Module)
+    assert True in kinds
 
 
 @pytest.mark.parametrize("model_class,cfg", FAMILIES)

@@ -81,7 +81,7 @@ def staged_forward(model, chunk, x, ids_BS, pos_BS, labels_BS, aux_loss_scale, n
         yield "compute"
         with autocast:
             r_BSD, n_TD, topk_ids_TK, topk_w_TK = layer.forward_stage1(h_BSD, cos, sin, aux_loss_scale)
-        if n_TD is None:  # a dense layer is one segment
+        if not layer.is_moe:  # a dense layer (models.DecoderLayer) is one segment
             (h_BSD,) = _cut(segments, "compute", [h_BSD], [r_BSD])
             continue
         r_BSD, n_TD, topk_w_TK = _cut(segments, "compute", [h_BSD], [r_BSD, n_TD, topk_w_TK])

@@ -390,6 +390,7 @@ class DeepseekV2DenseDecoderLayer(nn.Module):
     """One of the first `first_k_dense_replace` layers: stage 1 is the whole layer and returns n_TD None."""
 
     is_moe = False
+    num_experts = 0
 
     def __init__(self, cfg: DeepseekV2Cfg):
         super().__init__()
@@ -403,10 +404,10 @@ class DeepseekV2DenseDecoderLayer(nn.Module):
         return h_BSD + self.mlp(self.post_attention_layernorm(h_BSD)), None, None, None
 
     def forward_stage3(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
-        raise AssertionError("a dense layer has no experts: callers skip stages 2-5 when n_TD is None")
+        raise AssertionError("a dense layer has no experts: callers skip stages 2-5 of a dense layer")
 
     def forward_stage5(self, h_BSD: torch.Tensor, y_TKD: torch.Tensor, topk_w_TK: torch.Tensor) -> torch.Tensor:
-        raise AssertionError("a dense layer has no experts: callers skip stages 2-5 when n_TD is None")
+        raise AssertionError("a dense layer has no experts: callers skip stages 2-5 of a dense layer")
 
     def forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
         return self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)[0]

@@ -292,6 +292,8 @@ def load_balancing_loss(probs_BSE: torch.Tensor, topk_ids_BSK: torch.Tensor, kin
 
 
 class GptOssMLP(nn.Module):
+    shared_experts = None  # no module called directly in stage 1 (models.MoeBlock)
+
     def __init__(self, cfg: GptOssCfg):
         super().__init__()
         self.cfg = cfg

@@ -224,6 +224,8 @@ def load_balancing_loss(probs_BSE: torch.Tensor, topk_ids_BSK: torch.Tensor, kin
 
 
 class Qwen3MoeSparseMoeBlock(nn.Module):
+    shared_experts = None  # no module called directly in stage 1 (models.MoeBlock)
+
     def __init__(self, cfg: Qwen3MoeCfg):
         super().__init__()
         self.cfg = cfg

@@ -190,9 +190,15 @@ def _canonical(model, optimizer) -> dict[str, Any]:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         optim_state = optim_sd["state"]
 
+    # models.DecoderLayer: a MoE layer's routed experts are `mlp.experts`, stacked from global `expert_offset`
+    experts = {f"model.layers.{i}.mlp.experts.": x.mlp.experts for i, x in model.model.layers.items() if x.is_moe}
+
+    def experts_of(key: str):
+        return next((module for prefix, module in experts.items() if key.startswith(prefix)), None)
+
     def split(key: str, t: torch.Tensor, out: dict) -> None:
         local = t.to_local() if isinstance(t, DTensor) else t
-        first = model.get_submodule(key.split(".mlp.experts.")[0] + ".mlp.experts").expert_offset
+        first = experts_of(key).expert_offset
         if isinstance(t, DTensor):  # FSDP's Shard(0) on the mesh's last dim: torch.chunk rows of this rank's experts
             shard_dim = t.device_mesh.ndim - 1  # (HSDP's first dim replicates)
             first += t.device_mesh.get_local_rank(shard_dim) * -(-t.shape[0] // t.device_mesh.size(shard_dim))
@@ -201,14 +207,14 @@ def _canonical(model, optimizer) -> dict[str, Any]:
 
     state: dict[str, Any] = {"model": {}, "optim": {}}
     for key, t in model_sd.items():
-        if ".mlp.experts." in key:
+        if experts_of(key) is not None:
             split(key, t, state["model"])
         else:
             state["model"][key] = t
     for key, moments in optim_state.items():
         entry = state["optim"][key] = {}
         for name, t in moments.items():
-            if ".mlp.experts." in key and t.ndim > 0:
+            if experts_of(key) is not None and t.ndim > 0:
                 split(key, t, entry.setdefault(name, {}))
             else:
                 entry[name] = t

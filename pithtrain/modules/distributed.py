@@ -9,7 +9,7 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 import torch.distributed as dist
@@ -17,6 +17,9 @@ from torch.distributed.device_mesh import init_device_mesh
 
 from pithtrain.config import ConfigError, Positive, Range
 from pithtrain.contexts import distributed
+
+if TYPE_CHECKING:  # the engine may not import the models; it relies on their contract only
+    from pithtrain.models import DecoderLayer
 
 
 @dataclass
@@ -89,11 +92,11 @@ def setup_distributed(cfg: DistributedCfg, device: torch.device) -> None:
                     d.pp_channels[(channel, r)] = group
 
 
-def apply_fsdp(model: torch.nn.Module, layers, device: torch.device) -> None:
+def apply_fsdp(model: torch.nn.Module, layers: "list[DecoderLayer]", device: torch.device) -> None:
     """FSDP2: experts over DP x CP, everything else over DP x CP x EP (or HSDP); gradients summed, not averaged.
 
-    `layers` are the decoder layers this rank holds. Gradients are sums because the loss is already
-    normalised by the global token count, so every rank's contribution must simply add up."""
+    `layers` are the decoder layers this rank holds; only what `models.DecoderLayer` names is used. Gradients are
+    sums because the loss is already normalised by the global token count, so every rank's contribution adds up."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 
     d = distributed
@@ -104,7 +107,7 @@ def apply_fsdp(model: torch.nn.Module, layers, device: torch.device) -> None:
     wrapped = []
     if d.pp_size == 1:  # without a pipeline each layer runs whole: one unit per layer (experts nested)
         for layer in layers:
-            if getattr(layer, "is_moe", False):
+            if layer.is_moe:
                 wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
             wrapped.append(fully_shard(layer, mesh=d.dense_fsdp_mesh, **kwargs))
     else:
@@ -116,9 +119,9 @@ def apply_fsdp(model: torch.nn.Module, layers, device: torch.device) -> None:
             for name, child in layer.named_children():
                 if name != "mlp":
                     wrapped.append(fully_shard(child, mesh=d.dense_fsdp_mesh, **kwargs))
-            if getattr(layer, "is_moe", False):
+            if layer.is_moe:
                 wrapped.append(fully_shard(layer.mlp.experts, mesh=d.expert_fsdp_mesh, **kwargs))
-                if hasattr(layer.mlp, "shared_experts"):  # DeepSeek: called as a module in stage 1
+                if layer.mlp.shared_experts is not None:  # called as a module in stage 1
                     wrapped.append(fully_shard(layer.mlp.shared_experts, mesh=d.dense_fsdp_mesh, **kwargs))
                 wrapped.append(fully_shard(layer.mlp, mesh=d.dense_fsdp_mesh, **kwargs))  # the router's weights
                 register_fsdp_forward_method(layer.mlp, "route")

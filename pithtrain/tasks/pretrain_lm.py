@@ -151,7 +151,7 @@ def compile_layers(model, **compile_kwargs) -> None:
     (stage 3) stay eager: grouped matmuls over data-dependent group sizes gain nothing from tracing."""
     for layer in model.model.layers.values():
         layer.forward_stage1 = torch.compile(layer.forward_stage1, **compile_kwargs)
-        if getattr(layer, "is_moe", False):
+        if layer.is_moe:
             layer.forward_stage5 = torch.compile(layer.forward_stage5, **compile_kwargs)
 
 
