@@ -135,7 +135,7 @@ def _agent_session(session, default_tasks: list[str], only_moba: bool, pithtrain
     _refuse_without_agent(session, args, tasks)
     _paper_env(session, torch=False)
     _run_agents(session, args, tasks, ["pithtrain"] if pithtrain_only else args.frameworks, arms)
-    session.run("python", "-m", "paper.build")
+    session.run("python", "-m", "paper.rebuild")
 
 
 @nox.session(default=False)
@@ -163,7 +163,7 @@ def moba(session):
 def figures(session):
     """Rebuild every table and figure of paper/ from the records present under results/; runs nothing."""
     _paper_env(session, torch=False)
-    session.run("python", "-m", "paper.build", *session.posargs)
+    session.run("python", "-m", "paper.rebuild", *session.posargs)
 
 
 def _gpu_count() -> int:
@@ -237,9 +237,9 @@ def reproduce(session):
         _run_agents(session, agent, _tasks(["operate-*", "feature-*"]), ["pithtrain"], (False,))
         session.log(f"{label} results 3-5: {time.monotonic() - t0:.0f} s")
     t0 = time.monotonic()
-    session.log(f"{label} figures: python -m paper.build")
+    session.log(f"{label} figures: python -m paper.rebuild")
     try:
-        session.run("python", "-m", "paper.build")
+        session.run("python", "-m", "paper.rebuild")
     except nox.command.CommandFailed:
         failed.append("figures")
     session.log(f"{label} figures: {time.monotonic() - t0:.0f} s")

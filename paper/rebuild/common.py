@@ -1,0 +1,131 @@
+"""What every result module shares: where records are, how an output and its provenance sidecar are written.
+
+An output is a table (CSV + Markdown) or a figure (PNG + SVG). Beside each goes `<name>.provenance.json`:
+the records it was built from (paths relative to the repository and sha256), the commit, the command and
+its status. Every output is also an index entry, which `paper/README.md` lists.
+"""
+
+import hashlib
+import json
+import math
+import subprocess
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[2]
+PAPER_DATA = REPO / "paper" / "data" / "paper_reported.toml"
+FRAMEWORKS = ("pithtrain", "torchtitan", "megatron-lm")
+MEASURED = "measured here"
+PAPERS = "the paper's numbers"
+NOT_MEASURED = "not measured"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def git_commit() -> tuple[str, bool]:
+    """HEAD and whether the tree differs from it outside results/ and paper/ (what the outputs are made of)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!paper"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return head or "unknown", bool(status.strip())
+
+
+def load_paper() -> dict:
+    return tomllib.loads(PAPER_DATA.read_text())
+
+
+@dataclass
+class Build:
+    """One build: where records are read from, where outputs go, and the index of what was written."""
+
+    results: Path
+    tasks: Path
+    out: Path
+    command: str
+    index: list[dict] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.commit, self.dirty = git_commit()
+        self.paper = load_paper()
+
+    def rel(self, path: Path) -> str:
+        path = Path(path).resolve()
+        return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
+
+    def _sidecar(self, name: str, files: list[Path], inputs: list[Path], status: str, stands_for: str, notes):
+        inputs = sorted({Path(p).resolve() for p in inputs})
+        if PAPER_DATA.resolve() not in inputs and any(PAPERS in s for s in [status, *notes]):
+            inputs.append(PAPER_DATA.resolve())
+        prov = {
+            "output": name,
+            "files": [f.name for f in files],
+            "stands_for": stands_for,
+            "status": status,
+            "notes": list(notes),
+            "inputs": [{"path": self.rel(p), "sha256": sha256(p)} for p in inputs],
+            "commit": self.commit,
+            "dirty": self.dirty,
+            "command": self.command,
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        (self.out / f"{name}.provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
+        self.index.append({"name": name, "files": prov["files"], "stands_for": stands_for, "status": status})
+
+    def table(self, name: str, df: pd.DataFrame, inputs, status: str, stands_for: str, notes=()) -> None:
+        """`name.csv`, `name.md` (a title, the status, notes, the table) and the sidecar."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        csv, md = self.out / f"{name}.csv", self.out / f"{name}.md"
+        df.to_csv(csv, index=False)
+        lines = [f"# {stands_for}", "", f"Status: {status}.", ""]
+        lines += [f"- {n}" for n in notes] + ([""] if notes else [])
+        lines += [markdown(df), "", f"Provenance: `{name}.provenance.json`.", ""]
+        md.write_text("\n".join(lines))
+        self._sidecar(name, [csv, md], inputs, status, stands_for, notes)
+
+    def figure(self, name: str, fig, inputs, status: str, stands_for: str, notes=()) -> None:
+        """`fig_<name>.png` and `.svg` and the sidecar."""
+        import matplotlib.pyplot as plt
+
+        name = f"fig_{name}"
+        plt.rcParams["svg.hashsalt"] = "pithtrain-paper"  # stable element ids: rebuilds diff only where data did
+        self.out.mkdir(parents=True, exist_ok=True)
+        files = [self.out / f"{name}.png", self.out / f"{name}.svg"]
+        fig.savefig(files[0], dpi=150, bbox_inches="tight")
+        # No date: the SVG stays byte-identical between rebuilds of the same records.
+        fig.savefig(files[1], bbox_inches="tight", metadata={"Date": None})
+        plt.close(fig)
+        self._sidecar(name, files, inputs, status, stands_for, notes)
+
+
+def markdown(df: pd.DataFrame) -> str:
+    def cell(v) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return ""
+        if isinstance(v, float):
+            return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    sep = "|" + "|".join("---" for _ in df.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, sep, *rows])
+
+
+def latest(directory: Path, pattern: str) -> Path | None:
+    """The newest record by name (records are named by their UTC stamp)."""
+    found = sorted(directory.glob(pattern)) if directory.is_dir() else []
+    return found[-1] if found else None
