@@ -154,10 +154,6 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file '{path}' is not valid TOML: {e}. Fix the syntax at that line.") from e
 
 
-def config_to_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
-
-
 def field_docs(cls: type) -> dict[str, str]:
     """The one-line docstrings written under each field of a config dataclass."""
     import ast

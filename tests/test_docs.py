@@ -31,3 +31,18 @@ def test_quoted_paths_and_names_exist(doc):
             if name not in DEFINED and not name.startswith(("test_", "distributed_")):
                 missing.append(name)
     assert not missing, f"{doc} names what does not exist: {missing}"
+
+
+# Code in pithtrain/ that nothing but tests calls is dead weight; each exception says why it stays.
+USED_BY_TESTS_ONLY = {"zigzag_gather": "the inverse of zigzag_split, by which the tests check it"}
+
+
+def test_no_engine_code_is_used_only_by_tests():
+    texts = [p.read_text() for d in ("pithtrain", "benchmarks") for p in (REPO / d).rglob("*.py")]
+    unused = []
+    for path in (REPO / "pithtrain").rglob("*.py"):
+        for name in re.findall(r"^(?:def|class)\s+([A-Za-z]\w*)", path.read_text(), re.M):
+            uses = sum(len(re.findall(rf"\b{name}\b", t)) for t in texts)
+            if uses <= 1 and name not in USED_BY_TESTS_ONLY:
+                unused.append(f"{path.relative_to(REPO)}:{name}")
+    assert not unused, f"defined in pithtrain/ but used nowhere in pithtrain/ or benchmarks/: {unused}"

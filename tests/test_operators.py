@@ -72,7 +72,6 @@ def test_use_triton_rule(monkeypatch):
 def test_fast_paths_take_triton(device, launched, monkeypatch):
     for module, reference in [
         (token_permute, "permute_tokens"),
-        (token_permute, "combine_tokens_reference"),
         (swiglu, "swiglu_reference"),
         (fp8, "quantize_1x128_reference"),
         (fp8, "quantize_128x128_reference"),
@@ -80,8 +79,8 @@ def test_fast_paths_take_triton(device, launched, monkeypatch):
     ]:
         monkeypatch.setattr(module, reference, lambda *a, name=reference: pytest.fail(f"{name} ran, not Triton"))
     x_TD, ids_TK = torch.randn(3, 4, device=device), torch.tensor([[0, 1], [1, 2], [0, 2]], device=device)
-    x_ND, perm = token_permute.permute_tokens_fast(x_TD, ids_TK, 3)
-    token_permute.combine_tokens_fast(x_ND, perm, torch.rand(3, 2, device=device))
+    x_ND, perm = token_permute.permute_tokens_fast(leaf(x_TD), ids_TK, 3)
+    x_ND.sum().backward()  # the gather's backward: the combine kernel
     swiglu.swiglu(torch.randn(2, 6, device=device))
     fp8.quantize_1x128(x_TD)
     fp8.quantize_128x128(x_TD)
@@ -96,7 +95,7 @@ def test_fast_paths_take_triton(device, launched, monkeypatch):
     ]
 
 
-# ---- token permutation: gather into expert order, weighted combine back ----
+# ---- token permutation: gather into expert order (the backward sums each token's rows) ----
 
 # (T, K, E, D): one token and one expert; expert E-1 never chosen; D over one 2048-wide block.
 PERMUTE_SHAPES = [(1, 1, 1, 1), (7, 3, 6, 33), (2, 2, 3, 2100)]
@@ -123,24 +122,6 @@ def test_permute_tokens_triton(device, launched, T, K, E, D):
     x_ND_ref.backward(grad_ND.double())
     torch.testing.assert_close(x.grad.double(), x_ref.grad, rtol=1e-6, atol=1e-6)
     assert launched == ["_permute_kernel", "_combine_kernel"]
-
-
-@pytest.mark.parametrize("T,K,E,D", PERMUTE_SHAPES)
-def test_combine_tokens_triton(device, launched, T, K, E, D):
-    ids_TK = routing(T, K, E, device)
-    perm = token_permute.sort_by_expert(ids_TK, E)
-    y_ND, w_TK = torch.randn(T * K, D, device=device), torch.rand(T, K, device=device)
-    y, w = leaf(y_ND), leaf(w_TK)
-    out_TD = token_permute.combine_tokens_triton(y, perm, w)
-    y_ref, w_ref = leaf(y_ND, torch.float64), leaf(w_TK, torch.float64)
-    out_ref = token_permute.combine_tokens_reference(y_ref, perm, w_ref)
-    torch.testing.assert_close(out_TD.double(), out_ref, rtol=1e-6, atol=1e-6)
-    grad_TD = torch.randn_like(out_TD)
-    out_TD.backward(grad_TD)
-    out_ref.backward(grad_TD.double())
-    torch.testing.assert_close(y.grad.double(), y_ref.grad, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(w.grad.double(), w_ref.grad, rtol=1e-5, atol=1e-5)
-    assert launched == ["_combine_kernel", "_permute_kernel"]
 
 
 def test_gather_tokens_with_skipped_slots(device, launched):
@@ -170,25 +151,24 @@ def test_permute_rows_backward_is_the_inverse_gather():
     assert torch.equal(x.grad[index], grad)
 
 
-def test_permute_and_combine_bf16(device, launched):
-    """bf16 rows, fp32 routing weights: permute is exact, combine (fp32 sums) within bf16 rounding."""
+def test_permute_bf16(device, launched):
+    """bf16 rows: the gather is exact, its backward (fp32 sums of each token's K rows) within bf16 rounding."""
     ids_TK = routing(5, 2, 4, device)
-    x_TD = torch.randn(5, 40, device=device, dtype=torch.bfloat16)
+    x_TD = leaf(torch.randn(5, 40, device=device, dtype=torch.bfloat16))
     x_ND, perm = token_permute.permute_tokens_triton(x_TD, ids_TK, 4)
-    assert torch.equal(x_ND, token_permute.permute_tokens(x_TD, ids_TK, 4)[0])
-    w_TK = torch.rand(5, 2, device=device)
-    out_TD = token_permute.combine_tokens_triton(x_ND, perm, w_TK)
-    exact = token_permute.combine_tokens_reference(x_ND.double(), perm, w_TK.double())
-    assert out_TD.dtype == torch.bfloat16
-    torch.testing.assert_close(out_TD.double(), exact, rtol=1e-2, atol=1e-2)
+    assert torch.equal(x_ND, token_permute.permute_tokens(x_TD.detach(), ids_TK, 4)[0])
+    grad_ND = torch.randn_like(x_ND)
+    x_ND.backward(grad_ND)
+    exact = torch.zeros(5, 40, dtype=torch.float64, device=device).index_add_(0, perm.order_N // 2, grad_ND.double())
+    assert x_TD.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(x_TD.grad.double(), exact, rtol=1e-2, atol=1e-2)
 
 
-def test_permute_and_combine_no_tokens(device, launched):
+def test_permute_no_tokens(device, launched):
     x_TD = leaf(torch.randn(0, 6, device=device))
     x_ND, perm = token_permute.permute_tokens_triton(x_TD, torch.zeros(0, 2, dtype=torch.long, device=device), 3)
-    y_TD = token_permute.combine_tokens_triton(x_ND, perm, torch.rand(0, 2, device=device))
-    y_TD.sum().backward()
-    assert x_ND.shape == (0, 6) and y_TD.shape == (0, 6) and x_TD.grad.shape == (0, 6)
+    x_ND.sum().backward()
+    assert x_ND.shape == (0, 6) and x_TD.grad.shape == (0, 6)
     assert perm.tokens_per_expert_E.tolist() == [0, 0, 0] and launched == []
 
 
@@ -379,15 +359,12 @@ H200 = GPUTarget("cuda", 90, 32)
 
 
 def compile_cases():
-    """(kernel, argument types, constexprs): bf16 activations, fp32 routing weights, H200-like sizes."""
+    """(kernel, argument types, constexprs): bf16 activations, H200-like sizes."""
     fp8_consts = dict(FP8_MAX=fp8.FP8_MAX, AMAX_FLOOR=fp8.AMAX_FLOOR)
-    for weighted in (False, True):
-        args = dict(
-            src_ptr="*bf16", dst_ptr="*bf16", order_ptr="*i64", w_ptr="*fp32", y_ptr="*bf16", grad_w_ptr="*fp32"
-        )
-        yield token_permute._permute_kernel, args, dict(D=2048, TOP_K=8, WEIGHTED=weighted, BLOCK_D=2048)
-        args = dict(src_ptr="*bf16", dst_ptr="*bf16", inverse_ptr="*i64", w_ptr="*fp32")
-        yield token_permute._combine_kernel, args, dict(D=2100, TOP_K=8, WEIGHTED=weighted, BLOCK_D=2048)
+    args = dict(src_ptr="*bf16", dst_ptr="*bf16", order_ptr="*i64")
+    yield token_permute._permute_kernel, args, dict(D=2048, TOP_K=8, BLOCK_D=2048)
+    args = dict(src_ptr="*bf16", dst_ptr="*bf16", inverse_ptr="*i64")
+    yield token_permute._combine_kernel, args, dict(D=2100, TOP_K=8, BLOCK_D=2048)
     yield swiglu._swiglu_fwd_kernel, dict(gate_up_ptr="*bf16", h_ptr="*bf16", numel="i64", I="i32"), dict(BLOCK=1024)
     args = dict(gate_up_ptr="*bf16", grad_h_ptr="*bf16", grad_gate_up_ptr="*bf16", numel="i64", I="i32")
     yield swiglu._swiglu_bwd_kernel, args, dict(BLOCK=1024)

@@ -18,7 +18,6 @@ pp_rank: int = 0
 dp_rank: int = 0
 cp_rank: int = 0
 ep_rank: int = 0
-pp_group: ProcessGroup | None = None
 cp_group: ProcessGroup | None = None
 ep_group: ProcessGroup | None = None
 
