@@ -1,6 +1,7 @@
 """The shared Q&A checker (tasks/qa/qa_check.py) and gold renderer (tasks/qa/render.py) on tiny workspaces."""
 
 import importlib.util
+import random
 import re
 import subprocess
 import sys
@@ -108,6 +109,7 @@ def test_glob_file_matches_any_file_it_names(ws):
         "<final-answer>\n</final-answer>",
         "<final-answer>\n" + "a.py:99999999999999999999-1 " + "x" * 5000 + ".py:1\n</final-answer>",
         "<final-answer>\n/etc/passwd:1 pkg:1 pkg/mesh.py:1-99999 \x00\xff.py:3 pkg/mesh.py/x.py:1\n</final-answer>",
+        "<final-answer>\n" + "a." * 200_000 + "\n</final-answer>",  # quadratic for the plain regex
     ],
 )
 def test_a_bad_answer_never_crashes(ws, tmp_path, message, capsys):
@@ -116,6 +118,14 @@ def test_a_bad_answer_never_crashes(ws, tmp_path, message, capsys):
     argv = ["--workspace", str(ws), "--framework", "pithtrain", "--answer", str(answer)]
     assert qa_check.main(ws.parent / "key.toml", argv) == 1
     assert all(line.startswith("FAIL: ") for line in capsys.readouterr().out.splitlines())
+
+
+def test_find_citations_matches_the_convention_regex():
+    rng = random.Random(0)
+    for _ in range(3000):
+        text = "".join(rng.choice("ab.:-/1 2`") for _ in range(rng.randint(0, 40)))
+        want = [(m["path"], m["start"], m["end"]) for m in qa_check.CITATION.finditer(text)]
+        assert qa_check.find_citations(text) == want, text
 
 
 def test_main_pass_and_broken_key(ws, tmp_path, capsys):
