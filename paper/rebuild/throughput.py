@@ -22,7 +22,7 @@ CONFIGS = REPO / "benchmarks" / "configs.toml"
 COLUMNS = [
     "config", "hardware", "gpus", "mesh", "routing", "framework", "runs", "tokens_per_s_per_gpu",
     "x_torchtitan_compiled", "x_megatron_core", "mfu_vs_measured_peak", "peak_mem_gib", "peak_mem_kind",
-    "nvidia_smi_gib", "call_id", "status",
+    "nvidia_smi_gib", "call_id", "command", "status",
 ]  # fmt: skip
 PENDING = "not measured: fair re-measure pending (no record with input_pipeline = synthetic-in-memory)"
 
@@ -69,7 +69,7 @@ def measured_rows(df: pd.DataFrame) -> pd.DataFrame:
         out[col] = [
             t / ref[k] if k in ref.index and ref[k] else None for t, k in zip(out["tokens_per_s_per_gpu"], keys)
         ]
-    return out[COLUMNS]
+    return out.reindex(columns=COLUMNS)
 
 
 def paper_configs() -> pd.DataFrame:
@@ -83,17 +83,15 @@ def paper_configs() -> pd.DataFrame:
         rows.append(
             {
                 "config": name,
-                "description": cfg["description"],
                 "hardware": f"{m.get('nodes', 1)} x 8 {cfg['hardware']}",
+                "gpus": m["gpus"],
                 "mesh": mesh_str(mesh),
-                "seq_len": cfg["seq_len"],
-                "global_batch": cfg.get("global_batch_size"),
                 "command": f"salloc --nodes {m.get('nodes', 1)} --gpus-per-node 8 --exclusive "
                 f"python3 benchmarks/throughput.py --config {name}",
                 "status": f"{NOT_MEASURED}: not run here (needs {m.get('nodes', 1)} x 8 {cfg['hardware']} and SLURM)",
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def build(b: Build) -> None:
@@ -121,16 +119,9 @@ def build(b: Build) -> None:
         table = pd.DataFrame([{c: "" for c in COLUMNS} | {"status": PENDING}])
         status = PENDING
         inputs = paths
-    b.table(
-        "throughput", table, inputs + [CONFIGS], status, "Throughput on this machine's GPUs (tokens/s per GPU)", notes
-    )
-    b.table(
-        "throughput_paper_configs",
-        paper_configs(),
-        [CONFIGS],
-        f"{NOT_MEASURED}: the paper's configurations need several 8-GPU nodes and SLURM",
-        "The paper's five throughput configurations (H100, global batch 1024)",
-    )
+    notes.append("the paper's five configurations (benchmarks/configs.toml, where = slurm) are rows with their command")
+    stands = "Throughput (tokens/s per GPU): the local configurations side by side, the paper's five not run here"
+    b.table("throughput", pd.concat([table, paper_configs()]), inputs + [CONFIGS], status, stands, notes)
 
     smoke_paths = sorted((b.results / "throughput-smoke").glob("*.jsonl"))
     smoke = read_jsonl(smoke_paths)
@@ -159,7 +150,7 @@ def build(b: Build) -> None:
         fig_rows += [
             {"panel": f"measured: {r.config}, {r.mesh}, {r.routing}", "framework": r.framework,
              "tokens/s per GPU": r.tokens_per_s_per_gpu}
-            for r in table.itertuples() if r.tokens_per_s_per_gpu
+            for r in table.itertuples() if r.status == MEASURED
         ]  # fmt: skip
     fdf = pd.DataFrame(fig_rows)
     grid = sns.catplot(
