@@ -46,12 +46,13 @@ def _common(p: argparse.ArgumentParser, default) -> None:
     )
 
 
-def _source_options(p: argparse.ArgumentParser) -> None:
+def _source_options(p: argparse.ArgumentParser, default: str = "auto") -> None:
     p.add_argument(
         "--source",
         choices=SOURCE_MODES,
-        default="auto",
-        help="megatron-lm/torchtitan source: pinned git commit, PyPI sdist, or git if reachable else PyPI",
+        default=default,
+        help="megatron-lm/torchtitan source: pinned git commit, PyPI sdist, or git if reachable else PyPI "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--work-root",
@@ -137,13 +138,13 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--frameworks", nargs="+", choices=list(FRAMEWORKS), default=list(FRAMEWORKS))
     val.add_argument("--profiles", nargs="+", choices=list(PROFILE_GPUS), default=list(PROFILE_GPUS))
     val.add_argument("--out", type=Path, help="where the record goes (default: <results-dir>/validation)")
-    _source_options(val)
+    _source_options(val, default="pypi")  # the trees the keys and the literal gold citations are written against
 
     cost = add("cost", "agent-free cost of each Q&A task: cited lines and bytes, term files, import hops")
     cost.add_argument("--tasks", nargs="+", default=["qa-*"], metavar="GLOB", help="task ids or globs")
     cost.add_argument("--frameworks", nargs="+", choices=list(FRAMEWORKS), default=list(FRAMEWORKS))
     cost.add_argument("--out", type=Path, help="where the record goes (default: <results-dir>/cost)")
-    _source_options(cost)
+    _source_options(cost, default="pypi")
     return p
 
 

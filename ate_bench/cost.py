@@ -22,8 +22,8 @@ from collections import deque
 from pathlib import Path
 
 from ate_bench.frameworks import FRAMEWORKS
-from ate_bench.tasks import TaskError, TaskSpec, load_tasks
-from ate_bench.validate import _select, provenance, write_record
+from ate_bench.tasks import TaskError, TaskSpec
+from ate_bench.validate import provenance, select_tasks, write_record
 from ate_bench.workspace import materialize, resolve_mode
 
 SCHEMA = "ate-bench-cost-1"
@@ -149,7 +149,7 @@ def cost_row(task: TaskSpec, framework: str, root: Path, files: list[str], hops:
 
 
 def run_cost(args: argparse.Namespace, command: list[str]) -> int:
-    tasks = [t for t in _select(load_tasks(args.tasks_dir.resolve()), args.tasks) if t.category == "qa"]
+    tasks = [t for t in select_tasks(args.tasks_dir.resolve(), args.tasks)[0] if t.category == "qa"]
     if not tasks:
         raise TaskError(f"no Q&A task among {' '.join(args.tasks)}")
     args.work_root.mkdir(parents=True, exist_ok=True)

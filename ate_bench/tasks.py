@@ -7,6 +7,7 @@ allowed; the CLI turns it into exit status 2.
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -223,17 +224,34 @@ def load_task(task_dir: Path) -> TaskSpec:
     return task
 
 
-def load_tasks(tasks_dir: Path) -> dict[str, TaskSpec]:
-    """Every task under `tasks_dir/<category>/<slug>/`, keyed by id."""
+def _peek_id(toml: Path) -> object:
+    try:
+        return tomllib.loads(toml.read_text()).get("id")
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+def load_tasks(tasks_dir: Path, only: Callable[[str], bool] = lambda task_id: True) -> dict[str, TaskSpec]:
+    """Every task under `tasks_dir/<category>/<slug>/`, keyed by id; with `only`, the tasks whose id it
+    accepts (a task.toml whose id cannot be read is always loaded, so its error shows)."""
     if not tasks_dir.is_dir():
         raise TaskError(f"tasks directory {tasks_dir} does not exist")
     tasks: dict[str, TaskSpec] = {}
     for toml in sorted(tasks_dir.glob("*/*/task.toml")):
+        task_id = _peek_id(toml)
+        if isinstance(task_id, str) and not only(task_id):
+            continue  # another category's task, possibly half-written: not this call's business
         task = load_task(toml.parent)
         if task.id in tasks:
             raise TaskError(f"task id {task.id!r} is used by both {tasks[task.id].dir} and {task.dir}")
         tasks[task.id] = task
     return dict(sorted(tasks.items()))
+
+
+def task_ids(tasks_dir: Path) -> list[str]:
+    """The ids the task.toml files under `tasks_dir` declare (read, not checked)."""
+    found = (_peek_id(t) for t in tasks_dir.glob("*/*/task.toml")) if tasks_dir.is_dir() else ()
+    return sorted(i for i in found if isinstance(i, str))
 
 
 def find_task(tasks_dir: Path, task_id: str) -> TaskSpec:

@@ -27,7 +27,7 @@ from ate_bench import agents
 from ate_bench.gpu import gpu_inventory
 from ate_bench.procs import run_process_tree
 from ate_bench.runner import BASE_ENV, _minimal_env, host_info, run_checker
-from ate_bench.tasks import TaskError, TaskSpec, load_tasks
+from ate_bench.tasks import TaskError, TaskSpec, load_tasks, task_ids
 from ate_bench.workspace import Workspace, materialize, repo_state, resolve_mode, tree_sha256
 
 SCHEMA = "ate-bench-validation-1"
@@ -129,6 +129,7 @@ class _Workspaces:
         self.modes: dict[str, str] = {}
         self.info: dict[str, dict] = {}
         self.shared: dict[str, tuple[Workspace, str]] = {}
+        self.stat_cache: dict[str, dict] = {}  # per shared workspace: tree_sha256's stat cache
         self.n = 0
 
     def fresh(self, task: TaskSpec, framework: str, profile: str) -> Workspace:
@@ -151,7 +152,8 @@ class _Workspaces:
         if task.tools == "read-only" and not task.prepare_dir(framework, profile).is_dir():
             if framework not in self.shared:
                 ws = self.fresh(task, framework, profile)
-                self.shared[framework] = (ws, tree_sha256(ws.path))
+                self.stat_cache[framework] = {}
+                self.shared[framework] = (ws, tree_sha256(ws.path, self.stat_cache[framework]))
             return self.shared[framework]
         return self.fresh(task, framework, profile), None
 
@@ -160,7 +162,7 @@ class _Workspaces:
         if held is None:
             shutil.rmtree(ws.path, ignore_errors=True)
             return ""
-        if tree_sha256(ws.path) == held:
+        if tree_sha256(ws.path, self.stat_cache[ws.framework]) == held:
             return ""
         del self.shared[ws.framework]
         shutil.rmtree(ws.path, ignore_errors=True)
@@ -256,11 +258,16 @@ def _row_line(cells: list[Cell]) -> str:
     return f"{c0.task:11} {c0.framework:11} {c0.profile or '-':6} {' '.join(marks)}  [{tail}, {secs:.1f} s]"
 
 
-def _select(tasks: dict[str, TaskSpec], globs: list[str]) -> list[TaskSpec]:
-    chosen = [t for tid, t in sorted(tasks.items()) if any(fnmatch.fnmatchcase(tid, g) for g in globs)]
-    if not chosen:
-        raise TaskError(f"no task matches {' '.join(globs)}; known: {', '.join(sorted(tasks)) or '(none)'}")
-    return chosen
+def select_tasks(tasks_dir: Path, globs: list[str]) -> tuple[list[TaskSpec], dict[str, TaskSpec]]:
+    """(the tasks whose id matches a glob, every task of their categories): only those are loaded, so a
+    half-written task of another category does not stop this call."""
+    ids = task_ids(tasks_dir)
+    wanted = [i for i in ids if any(fnmatch.fnmatchcase(i, g) for g in globs)]
+    if not wanted:
+        raise TaskError(f"no task matches {' '.join(globs)} in {tasks_dir}; known: {', '.join(ids) or '(none)'}")
+    categories = {i.split("-")[0] for i in wanted}
+    peers = load_tasks(tasks_dir, only=lambda i: i.split("-")[0] in categories)
+    return [peers[i] for i in wanted if i in peers], peers
 
 
 def provenance(command: list[str]) -> dict:
@@ -287,8 +294,7 @@ def write_record(out_dir: Path, record: dict) -> Path:
 
 
 def run_validate(args: argparse.Namespace, command: list[str]) -> int:
-    all_tasks = load_tasks(args.tasks_dir.resolve())
-    chosen = _select(all_tasks, args.tasks)
+    chosen, all_tasks = select_tasks(args.tasks_dir.resolve(), args.tasks)
     gpus_here = len(gpu_inventory())
     started = time.monotonic()
     rows = [

@@ -79,6 +79,12 @@ def test_tree_hash_is_deterministic_and_sees_content_and_mode(tmp_path):
     assert tree_sha256(a) == tree_sha256(b)
     os.chmod(b / "d/y.sh", 0o755)
     assert tree_sha256(a) != tree_sha256(b)
+    # The stat cache gives the same hash, and sees an edit (new size or mtime) like a full hash does.
+    cache: dict = {}
+    assert tree_sha256(b, cache) == tree_sha256(b) == tree_sha256(b, cache)
+    (b / "x.py").write_text("2")
+    assert tree_sha256(b, cache) == tree_sha256(b) != tree_sha256(a)
+    (b / "x.py").write_text("1")
     (a / ".git").mkdir()
     (a / ".git" / "HEAD").write_text("ref")  # the harness's baseline repo is not part of the source
     os.chmod(a / "d/y.sh", 0o755)
