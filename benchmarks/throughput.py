@@ -276,8 +276,12 @@ def run_until(cmd, env, cwd, log_path: Path, steps_seen, total_steps: int, timeo
             stop_group(proc)
     if done or steps_seen() >= total_steps:
         return "ok", ""
-    tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
-    return "failed", f"exit code {proc.returncode} after {steps_seen()} of {total_steps} steps: " + " | ".join(tail)
+    lines = log_path.read_text(errors="replace").strip().splitlines()
+    # An out-of-memory error is the cause whatever follows it; otherwise the log's last lines say what happened.
+    oom = [line.strip() for line in lines[1:] if "OutOfMemoryError" in line][:1]  # lines[0] is the command
+    return "failed", f"exit code {proc.returncode} after {steps_seen()} of {total_steps} steps: " + " | ".join(
+        oom or lines[-15:]
+    )
 
 
 # ---- pithtrain ----

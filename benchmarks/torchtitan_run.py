@@ -101,16 +101,24 @@ def timed_trainer(metrics: str | None):
     return TimedTrainer
 
 
-def main(argv=None) -> None:
+def prepare(argv=None):
+    """Parses the driver's own options, hands the rest to TorchTitan with model.name switched to the in-memory
+    spec, registers that spec; returns the metrics path."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base-model", required=True, help="TorchTitan's model name whose train spec is fed in memory")
     p.add_argument("--metrics", help="JSONL written by rank 0, one line per step")
     args, rest = p.parse_known_args(argv)
-    name = register_in_memory_spec(args.base_model)
-    sys.argv = [sys.argv[0], *rest, "--model.name", name]  # TorchTitan's ConfigManager reads sys.argv
+    # Before any torchtitan import: ConfigManager.parse_args defaults to sys.argv[1:] as it was at that import.
+    sys.argv = [sys.argv[0], *rest, "--model.name", SPEC_PREFIX + args.base_model]
+    register_in_memory_spec(args.base_model)
+    return args.metrics
+
+
+def main(argv=None) -> None:
+    metrics = prepare(argv)
     from torchtitan.train import main as torchtitan_main
 
-    torchtitan_main(timed_trainer(args.metrics))
+    torchtitan_main(timed_trainer(metrics))
 
 
 if __name__ == "__main__":

@@ -301,3 +301,43 @@ def test_megatron_run_is_skipped_with_the_reason_where_megatron_core_is_missing(
     deepseek = throughput.load_config("deepseek-v2-lite-6l")
     result = throughput.megatron_run(deepseek, mesh, "natural", (1, 1), tmp_path, tmp_path / "log", 10)
     assert result["status"] == "skipped" and "qwen3_moe only" in result["error"]
+
+
+def test_torchtitan_driver_hands_the_job_to_torchtitans_own_config_parser(tmp_path):
+    """In a fresh interpreter, as torchrun starts it: TorchTitan's ConfigManager reads the job throughput.py wrote,
+    with model.name switched to the in-memory spec (its parse_args binds sys.argv at import)."""
+    pytest.importorskip("torchtitan", reason="torchtitan 0.2.2 is not installed here (the GPU machine has it)")
+    cfg = throughput.load_config("qwen3-30b-a3b-4l")
+    mesh = throughput.mesh_of(cfg["meshes"][0])
+    throughput.torchtitan_flavor_module(cfg, tmp_path)
+    (tmp_path / "job.toml").write_text(
+        throughput.to_toml(throughput.torchtitan_job(cfg, mesh, "natural", 30, True, "qwen3", tmp_path))
+    )
+    child = f"""
+import sys
+sys.path[:0] = [{str(SCRIPT.parent)!r}, {str(tmp_path)!r}]
+import torchtitan_run
+job_file = {str(tmp_path / "job.toml")!r}
+torchtitan_run.prepare(["--base-model", "qwen3", "--metrics", "m.jsonl", "--job.config_file", job_file])
+from torchtitan.config import ConfigManager
+from torchtitan.protocols.train_spec import get_train_spec
+job = ConfigManager().parse_args()
+import pithbench_flavor
+spec = get_train_spec(job.model.name)
+print(job.model.name, job.model.flavor, job.training.steps, job.compile.enable, spec.build_tokenizer_fn,
+      spec.model_args[job.model.flavor].n_layers)
+"""
+    res = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split()[-6:] == ["pithbench_qwen3", throughput.TT_FLAVOR, "30", "True", "None", "4"]
+
+
+def test_a_failed_run_names_its_out_of_memory_error(tmp_path):
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried 9 GiB"
+    script = f"print({oom!r}); [print('noise', i) for i in range(20)]; exit(1)"
+    cmd = [sys.executable, "-c", script]
+    status, detail = throughput.run_until(cmd, os.environ, tmp_path, tmp_path / "log", lambda: 0, 3, 60)
+    assert status == "failed" and detail.endswith(oom)
+    cmd = [sys.executable, "-c", "[print('noise', i) for i in range(20)]; exit(1)"]
+    status, detail = throughput.run_until(cmd, os.environ, tmp_path, tmp_path / "log", lambda: 0, 3, 60)
+    assert status == "failed" and "noise 19" in detail and "noise 4" not in detail
