@@ -22,7 +22,7 @@ from ate_bench.runner import (
     run_checker,
     run_once,
 )
-from ate_bench.tasks import PROFILE_GPUS, TaskError, find_task, load_task, load_tasks
+from ate_bench.tasks import PROFILE_GPUS, TaskError, find_task, load_task
 from ate_bench.validate import run_validate
 from ate_bench.workspace import DEFAULT_CACHE_DIR, REPO_ROOT, MaterializeError
 
@@ -182,16 +182,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     where = args.tasks_dir.resolve()
-    tasks = load_tasks(where) if where.is_dir() else {}
-    for task in tasks.values():
+    tasks, broken = [], []
+    for toml in sorted(where.glob("*/*/task.toml")) if where.is_dir() else []:
+        try:  # one broken task is named, and does not hide the others
+            tasks.append(load_task(toml.parent))
+        except TaskError as e:
+            broken.append(str(e))
+    for task in sorted(tasks, key=lambda t: t.id):
         sizes = f"profiles={','.join(task.profiles)}" if task.profiles else f"gpus={task.gpus}"
         print(f"{task.id:12} {task.tools:9} {sizes:26} {','.join(task.frameworks):32} {task.title}")
-    if not tasks:
+    if not tasks and not broken:
         print(f"no tasks under {where} (looked for <category>/<slug>/task.toml; --tasks-dir sets it)")
     print("frameworks:", ", ".join(FRAMEWORKS))
     print("agents:", ", ".join(agents.AGENTS), f"({', '.join(agents.HARNESS_AGENTS)}: harness validation)")
     print("profiles:", ", ".join(f"{k} ({v} GPUs)" for k, v in PROFILE_GPUS.items()))
-    return 0
+    for error in broken:
+        print(f"ate_bench: {error}", file=sys.stderr)
+    return 2 if broken else 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

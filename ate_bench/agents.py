@@ -99,6 +99,8 @@ def make_launch(
         keys = _keys(environ, (MINI_KEY_BY_PROVIDER[provider],), missing)
         extra = {"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"}
     elif agent == "gold":
+        if not task.gold_script(framework).is_file():
+            raise CannotStart(f"task {task.id} has no gold for {framework}: {task.gold_unrunnable(framework)}")
         return script_launch(task.gold_script(framework), profile)
     elif agent == "noop":
         argv, keys, extra = ["true"], {}, {}

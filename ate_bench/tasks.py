@@ -69,6 +69,17 @@ class TaskSpec:
         d = self.dir / "wrong" / framework
         return sorted(p for p in d.iterdir() if p.suffix in WRONG_SUFFIXES) if d.is_dir() else []
 
+    def gold_unrunnable(self, framework: str) -> str:
+        """Why no gold runs on `framework` (every profile of it is in [unrunnable]); "" when one does.
+
+        Such a framework needs no gold script: validate still proves its checker with noop and wrong cases."""
+        reasons = [self.unrunnable.get(f"{framework}/{p}", "") for p in self.profiles]
+        return (
+            "; ".join(f"{p}: {r}" for p, r in zip(self.profiles, reasons, strict=True))
+            if all(reasons) and reasons
+            else ""
+        )
+
     def gpus_for(self, profile: str) -> int:
         return PROFILE_GPUS[profile] if profile else self.gpus
 
@@ -195,7 +206,8 @@ def load_task(task_dir: Path) -> TaskSpec:
         dir=task_dir,
     )
     # The pieces every run needs: checked here so a broken task fails before a workspace is made.
-    for needed in [task_dir / "instruction.md", task.checker, *(task.gold_script(fw) for fw in frameworks)]:
+    golds = [task.gold_script(fw) for fw in frameworks if not task.gold_unrunnable(fw)]
+    for needed in [task_dir / "instruction.md", task.checker, *golds]:
         if not needed.is_file():
             raise TaskError(f"{task_dir}: missing {needed.relative_to(task_dir)}")
     prepare = task_dir / "prepare"

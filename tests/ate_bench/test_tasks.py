@@ -86,6 +86,18 @@ def test_task_file_hashes_name_the_task_version():
     assert all(len(h) == 64 for h in hashes.values())
 
 
+def test_a_framework_whose_every_profile_is_unrunnable_needs_no_gold(tmp_path):
+    edit = 'frameworks = ["pithtrain", "torchtitan"]\n[unrunnable]\n'
+    edit += "".join(f'"torchtitan/{p}" = "no gold yet"\n' for p in ("smoke", "gpu1"))
+    task_dir = _copy_toy(tmp_path, edit, "frameworks")
+    with pytest.raises(TaskError, match="missing gold/torchtitan/solve.sh"):  # paper is still runnable
+        load_task(task_dir)
+    (task_dir / "task.toml").write_text((task_dir / "task.toml").read_text() + '"torchtitan/paper" = "8 GPUs"\n')
+    task = load_task(task_dir)
+    assert task.gold_unrunnable("torchtitan") == "smoke: no gold yet; gpu1: no gold yet; paper: 8 GPUs"
+    assert task.gold_unrunnable("pithtrain") == ""
+
+
 def test_missing_gold_for_a_listed_framework(tmp_path):
     task_dir = _copy_toy(tmp_path, 'frameworks = ["pithtrain", "torchtitan"]\n', "frameworks")
     with pytest.raises(TaskError, match="missing gold/torchtitan/solve.sh"):
