@@ -19,6 +19,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -192,12 +193,17 @@ def validate_row(
     all_tasks: dict[str, TaskSpec],
     spaces: _Workspaces,
     gpus_here: int,
+    show: Callable[[Cell], None] = lambda cell: None,
 ) -> list[Cell]:
+    """The row's cells, each passed to `show` as it is decided (progress)."""
     cases = cases_for(task, framework, profile, all_tasks)
     need = task.gpus_for(profile)
     if need > gpus_here:
         why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}"
-        return [Cell(task.id, framework, profile, c.name, c.kind, c.expected, NOT_RUN, [why], 0.0) for c in cases]
+        cells = [Cell(task.id, framework, profile, c.name, c.kind, c.expected, NOT_RUN, [why], 0.0) for c in cases]
+        for c in cells:
+            show(c)
+        return cells
     cells: list[Cell] = []
     gold_message: str | None = None
     gold_problem = "the gold has not run"
@@ -206,7 +212,9 @@ def validate_row(
 
         def cell(verdict: str, reasons: list[str], case: Case = case, t0: float = t0) -> Cell:
             seconds = round(time.monotonic() - t0, 2)
-            return Cell(task.id, framework, profile, case.name, case.kind, case.expected, verdict, reasons, seconds)
+            c = Cell(task.id, framework, profile, case.name, case.kind, case.expected, verdict, reasons, seconds)
+            show(c)
+            return c
 
         if case.skip:
             cells.append(cell(NOT_RUN, [case.skip]))
@@ -245,17 +253,17 @@ def validate_row(
     return cells
 
 
-def _row_line(cells: list[Cell]) -> str:
-    c0 = cells[0]
-    marks = []
-    for c in cells:
-        v = "not-run" if c.verdict == NOT_RUN else c.verdict
-        marks.append(f"{c.case}:{v}" + ("!!" if c.unexpected else ""))
+def _mark(c: Cell) -> str:
+    """`case:VERDICT`, `!!` when it is not as expected: one entry of the printed matrix."""
+    return f"{c.case}:{'not-run' if c.verdict == NOT_RUN else c.verdict}" + ("!!" if c.unexpected else "")
+
+
+def _row_tail(cells: list[Cell]) -> str:
     ran = [c for c in cells if c.verdict != NOT_RUN]
     ok = sum(c.as_expected for c in ran)
     secs = sum(c.seconds for c in cells)
     tail = f"{ok}/{len(ran)} as expected" + (f", {len(cells) - len(ran)} not run" if len(ran) < len(cells) else "")
-    return f"{c0.task:11} {c0.framework:11} {c0.profile or '-':6} {' '.join(marks)}  [{tail}, {secs:.1f} s]"
+    return f" [{tail}, {secs:.1f} s]"
 
 
 def select_tasks(tasks_dir: Path, globs: list[str]) -> tuple[list[TaskSpec], dict[str, TaskSpec]]:
@@ -314,8 +322,11 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
     try:
         spaces = _Workspaces(scratch, args.source, args.cache_dir)
         for task, fw, profile in rows:
-            row = validate_row(task, fw, profile, all_tasks, spaces, gpus_here)
-            print(_row_line(row), flush=True)
+            print(f"{task.id:11} {fw:11} {profile or '-':6}", end="", flush=True)
+            row = validate_row(
+                task, fw, profile, all_tasks, spaces, gpus_here, lambda c: print(f" {_mark(c)}", end="", flush=True)
+            )
+            print(_row_tail(row), flush=True)
             cells += row
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
