@@ -79,3 +79,41 @@ def test_experts_run_in_the_autocast_dtype(model_class, cfg, monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = model(ids, ids)
     assert dtypes and set(dtypes) == {torch.bfloat16} and loss.dtype == torch.float32
+
+
+@pytest.mark.parametrize("model_class,cfg", FAMILIES)
+def test_reference_shares_no_stage_code(model_class, cfg, monkeypatch):
+    """The oracle computes attention, routing, experts and the combine itself: with every fast-path piece
+    disabled it still runs."""
+    model = model_class(cfg)
+    for layer in model.model.layers.values():
+        for piece, name in [(layer, "forward_stage1"), (layer, "forward_stage5"), (layer.self_attn, "forward")]:
+            monkeypatch.setattr(piece, name, lambda *a, name=name, **k: pytest.fail(f"the reference called {name}"))
+        if layer.is_moe:
+            monkeypatch.setattr(layer.mlp, "route", lambda *a, **k: pytest.fail("the reference called route"))
+            monkeypatch.setattr(layer.mlp.experts, "forward", lambda *a, **k: pytest.fail("called the experts"))
+    ids = torch.randint(0, cfg.vocab_size, (2, 7))
+    assert torch.isfinite(model(ids, ids, aux_loss_scale=0.01, reference=True))
+
+
+@pytest.mark.parametrize("model_class,cfg", FAMILIES)
+def test_reference_under_bf16_autocast(model_class, cfg):
+    """Training's one-GPU path runs under bf16 autocast with an fp32 residual stream: the oracle must run there too,
+    forward and backward, and agree within bf16 rounding, and so must each family's per-expert loop. (Gradients are
+    compared in fp32 above: under bf16 a rounding difference can flip a router's choice, and gpt_oss's sink logit
+    is rounded to bf16 on the fast path only.)"""
+    model = model_class(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (2, 11))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        staged = model(ids, ids, aux_loss_scale=0.01)
+        reference = model(ids, ids, aux_loss_scale=0.01, reference=True)
+    reference.backward()
+    torch.testing.assert_close(staged, reference, rtol=2e-3, atol=0)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    experts = next(layer.mlp.experts for layer in model.model.layers.values() if layer.is_moe)
+    x_TD, ids_TK = torch.randn(5, cfg.hidden_size), torch.tensor([[0, 1], [1, 2], [2, 0], [0, 2], [1, 0]])
+    order = torch.argsort(ids_TK.flatten(), stable=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y_TKD = experts.reference_forward(x_TD, ids_TK)
+        y_ND = experts(x_TD[order // 2], torch.bincount(ids_TK.flatten(), minlength=experts.gate_up_proj.shape[0]))
+    torch.testing.assert_close(y_TKD.flatten(0, 1)[order].float(), y_ND.float(), rtol=2e-2, atol=2e-2)

@@ -231,6 +231,37 @@ class DeepseekV2Attention(nn.Module):
         return self.o_proj(o_BHSDv.transpose(1, 2).reshape(B, S, H * Dv))
 
 
+def attention_reference(attn: DeepseekV2Attention, x_BSD: torch.Tensor, cos_BSF: torch.Tensor, sin_BSF: torch.Tensor):
+    """`DeepseekV2Attention.forward` written out (one rank): scores as the sum of the no-position part and the
+    rotary part (interleaved pairs, fp32), softmax over causally masked scores (fp32), for `reference_forward`."""
+    B, S, _ = x_BSD.shape
+    H, Dn, Dr, Dv, C = attn.num_heads, attn.nope_dim, attn.rope_dim, attn.v_dim, attn.kv_lora_rank
+    if attn.q_lora_rank:
+        q_flat = F.linear(attn.q_a_layernorm(F.linear(x_BSD, attn.q_a_proj.weight)), attn.q_b_proj.weight)
+    else:
+        q_flat = F.linear(x_BSD, attn.q_proj.weight)
+    q_BSHDq = q_flat.view(B, S, H, Dn + Dr)
+    ckv_BSX = F.linear(x_BSD, attn.kv_a_proj_with_mqa.weight)
+    kv_BSHX = F.linear(attn.kv_a_layernorm(ckv_BSX[..., :C]), attn.kv_b_proj.weight).view(B, S, H, Dn + Dv)
+
+    def rotate(t_BSXDr):  # pair (2f, 2f+1) turned by frequency f
+        t, c, s = t_BSXDr.float(), cos_BSF[:, :, None], sin_BSF[:, :, None]
+        out = torch.empty_like(t)
+        out[..., 0::2], out[..., 1::2] = t[..., 0::2] * c - t[..., 1::2] * s, t[..., 0::2] * s + t[..., 1::2] * c
+        return out.to(t_BSXDr.dtype)
+
+    q_pe_BSHDr, k_pe_BS1Dr = rotate(q_BSHDq[..., Dn:]), rotate(ckv_BSX[..., None, C:])
+    scores_BHSS = (
+        torch.einsum("bqhd,bkhd->bhqk", q_BSHDq[..., :Dn], kv_BSHX[..., :Dn]).float()
+        + torch.einsum("bqhd,bkd->bhqk", q_pe_BSHDr, k_pe_BS1Dr[:, :, 0]).float()
+    ) * attn.softmax_scale
+    causal_SS = torch.ones(S, S, dtype=torch.bool, device=x_BSD.device).tril()
+    probs_BHSS = scores_BHSS.masked_fill(~causal_SS, float("-inf")).softmax(-1)
+    v_BSHDv = kv_BSHX[..., Dn:]
+    o_BSHDv = torch.einsum("bhqk,bkhd->bqhd", probs_BHSS.to(v_BSHDv.dtype), v_BSHDv)
+    return F.linear(o_BSHDv.reshape(B, S, H * Dv), attn.o_proj.weight)
+
+
 class DeepseekV2MLP(nn.Module):
     """SwiGLU MLP: the dense layers' MLP and the shared experts."""
 
@@ -382,8 +413,37 @@ class DeepseekV2DecoderLayer(nn.Module):
         return self.forward_stage5(h_BSD, combine(y_ND, plan), topk_w_TK)
 
     def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
-        h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
-        return self.forward_stage5(h_BSD, self.mlp.experts.reference_forward(n_TD, topk_ids_TK), topk_w_TK)
+        """The layer's eager oracle (one rank), sharing no stage code with the fast path: attention as an explicit
+        causal softmax, routing (group limit included) by full sorts, each routed copy through its expert's weights
+        gathered per token, and the combine as a loop over the K choices; matmuls in the autocast dtype."""
+        cfg, experts, dtype = self.mlp.cfg, self.mlp.experts, autocast_dtype(x_BSD)
+        h_BSD = x_BSD + attention_reference(self.self_attn, self.input_layernorm(x_BSD), cos, sin)
+        n_BSD = self.post_attention_layernorm(h_BSD)
+        B, S, D = n_BSD.shape
+        n_TD, K = n_BSD.reshape(B * S, D), cfg.num_experts_per_tok
+        logits_TE = F.linear(n_TD.to(dtype), self.mlp.gate.weight.to(dtype)).float()
+        scores_TE = logits_TE.softmax(-1) if cfg.scoring_func == "softmax" else logits_TE.sigmoid()
+        candidates_TE = scores_TE
+        if cfg.topk_method == "group_limited_greedy":  # only experts of the topk_group groups with the best maxima
+            best_TG = scores_TE.view(B * S, cfg.n_group, -1).max(-1).values
+            groups_TX = best_TG.sort(-1, descending=True).indices[:, : cfg.topk_group]
+            group_of_E = torch.arange(cfg.n_routed_experts, device=n_TD.device) // (cfg.n_routed_experts // cfg.n_group)
+            allowed_TE = (group_of_E[None, :, None] == groups_TX[:, None, :]).any(-1)
+            candidates_TE = torch.where(allowed_TE, scores_TE, 0.0)
+        w_TK, ids_TK = (t[:, :K] for t in candidates_TE.sort(-1, descending=True))
+        w_TK = w_TK / (w_TK.sum(-1, keepdim=True) + 1e-20) if cfg.norm_topk_prob else w_TK
+        w_TK = w_TK * cfg.routed_scaling_factor
+        if cfg.aux_loss_type != "none" and self.training and aux_loss_scale > 0:
+            probs_TE = scores_TE if cfg.scoring_func == "softmax" else scores_TE / scores_TE.sum(-1, keepdim=True)
+            aux = load_balancing_loss(probs_TE.view(B, S, -1), ids_TK.view(B, S, K), cfg.aux_loss_type)
+            w_TK = AttachAuxLoss.apply(w_TK, aux * aux_loss_scale)
+        x_TD, out_TD = n_TD.to(dtype), 0
+        for k in range(K):
+            e_T = ids_TK[:, k]
+            gate_TI, up_TI = torch.einsum("td,tjd->tj", x_TD, experts.gate_up_proj[e_T].to(dtype)).chunk(2, -1)
+            y_TD = torch.einsum("ti,tdi->td", F.silu(gate_TI) * up_TI, experts.down_proj[e_T].to(dtype))
+            out_TD = out_TD + y_TD * w_TK[:, k, None].to(dtype)
+        return h_BSD + self.mlp.shared_experts(n_BSD) + out_TD.view(B, S, D)
 
 
 class DeepseekV2DenseDecoderLayer(nn.Module):
@@ -413,7 +473,9 @@ class DeepseekV2DenseDecoderLayer(nn.Module):
         return self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)[0]
 
     def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
-        return self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)[0]
+        """The eager oracle: attention written out, then the MLP."""
+        h_BSD = x_BSD + attention_reference(self.self_attn, self.input_layernorm(x_BSD), cos, sin)
+        return h_BSD + self.mlp(self.post_attention_layernorm(h_BSD))
 
 
 def autocast_dtype(x: torch.Tensor) -> torch.dtype:

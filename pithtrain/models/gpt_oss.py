@@ -346,8 +346,44 @@ class GptOssDecoderLayer(nn.Module):
         return self.forward_stage5(h_BSD, combine(y_ND, plan), topk_w_TK)
 
     def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
-        h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
-        return self.forward_stage5(h_BSD, self.mlp.experts.reference_forward(n_TD, topk_ids_TK), topk_w_TK)
+        """The layer's eager oracle (one rank), sharing no stage code with the fast path: attention through
+        `sink_attention_reference` with the projections written out, routing by a full sort of the logits, each
+        routed copy through its expert's weights gathered per token, and the combine as a loop over the K choices;
+        matmuls in the autocast dtype."""
+        cfg, attn, experts, dtype = self.mlp.cfg, self.self_attn, self.mlp.experts, autocast_dtype(x_BSD)
+        a_BSD = self.input_layernorm(x_BSD)
+        B, S, D = a_BSD.shape
+        H, G, Dh = attn.num_heads, attn.num_kv_heads, attn.head_dim
+
+        def heads(linear, count):  # (B, count, S, Dh), rotated by the two-halves layout unless it is v
+            return F.linear(a_BSD, linear.weight, linear.bias).view(B, S, count, Dh).transpose(1, 2)
+
+        def rotate(t_BXSDh):
+            c, s = cos[:, None].to(t_BXSDh.dtype), sin[:, None].to(t_BXSDh.dtype)
+            t1, t2 = t_BXSDh[..., : Dh // 2], t_BXSDh[..., Dh // 2 :]
+            return torch.cat((t1 * c - t2 * s, t2 * c + t1 * s), dim=-1)
+
+        q_BHSDh = rotate(heads(attn.q_proj, H))
+        k_BHSDh = rotate(heads(attn.k_proj, G)).repeat_interleave(H // G, dim=1)
+        v_BHSDh = heads(attn.v_proj, G).repeat_interleave(H // G, dim=1)
+        o_BHSDh = sink_attention_reference(q_BHSDh, k_BHSDh, v_BHSDh, attn.sinks, attn.sliding_window, Dh**-0.5)
+        h_BSD = x_BSD + F.linear(o_BHSDh.transpose(1, 2).reshape(B, S, H * Dh), attn.o_proj.weight, attn.o_proj.bias)
+        n_TD, K = self.post_attention_layernorm(h_BSD).reshape(B * S, D), cfg.num_experts_per_tok
+        router = self.mlp.router
+        logits_TE = F.linear(n_TD.to(dtype), router.weight.to(dtype), router.bias.to(dtype)).float()
+        top_TK, ids_TK = (t[:, :K] for t in logits_TE.sort(-1, descending=True))
+        w_TK = top_TK.softmax(-1)
+        if cfg.aux_loss_type != "none" and self.training and aux_loss_scale > 0:
+            aux = load_balancing_loss(logits_TE.softmax(-1).view(B, S, -1), ids_TK.view(B, S, K), cfg.aux_loss_type)
+            w_TK = AttachAuxLoss.apply(w_TK, aux * aux_loss_scale)
+        x_TD, out_TD = n_TD.to(dtype), 0
+        for k in range(K):
+            e_T = ids_TK[:, k]
+            gate_up_TJ = torch.einsum("td,tdj->tj", x_TD, experts.gate_up_proj[e_T].to(dtype))
+            h_TI = experts.swiglu(gate_up_TJ + experts.gate_up_proj_bias[e_T].to(dtype))
+            y_TD = torch.einsum("ti,tid->td", h_TI, experts.down_proj[e_T].to(dtype))
+            out_TD = out_TD + (y_TD + experts.down_proj_bias[e_T].to(dtype)) * w_TK[:, k, None].to(dtype)
+        return h_BSD + out_TD.view(B, S, D)
 
 
 def autocast_dtype(x: torch.Tensor) -> torch.dtype:

@@ -153,6 +153,28 @@ class Qwen3MoeAttention(nn.Module):
         return project(self.o_proj, o_BHSDh.transpose(1, 2).reshape(B, S, self.num_heads * self.head_dim))
 
 
+def attention_reference(attn: Qwen3MoeAttention, x_BSD: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """`Qwen3MoeAttention.forward` written out (one rank, no FP8): QK-norm, RoPE on the two halves, key/value heads
+    repeated, softmax over causally masked scores (fp32), for the layer's `reference_forward`."""
+    B, S, _ = x_BSD.shape
+    H, G, Dh = attn.num_heads, attn.num_kv_heads, attn.head_dim
+    q_BSHDh = attn.q_norm(F.linear(x_BSD, attn.q_proj.weight).view(B, S, H, Dh))
+    k_BSGDh = attn.k_norm(F.linear(x_BSD, attn.k_proj.weight).view(B, S, G, Dh))
+    v_BSGDh = F.linear(x_BSD, attn.v_proj.weight).view(B, S, G, Dh)
+
+    def rotate(t_BSXDh):
+        c, s = cos[:, :, None].to(t_BSXDh.dtype), sin[:, :, None].to(t_BSXDh.dtype)
+        return t_BSXDh * c + torch.cat((-t_BSXDh[..., Dh // 2 :], t_BSXDh[..., : Dh // 2]), -1) * s
+
+    q_BSHDh, k_BSHDh = rotate(q_BSHDh), rotate(k_BSGDh).repeat_interleave(H // G, dim=2)
+    scores_BHSS = torch.einsum("bqhd,bkhd->bhqk", q_BSHDh, k_BSHDh).float() * Dh**-0.5
+    causal_SS = torch.ones(S, S, dtype=torch.bool, device=x_BSD.device).tril()
+    probs_BHSS = scores_BHSS.masked_fill(~causal_SS, float("-inf")).softmax(-1)
+    v_BSHDh = v_BSGDh.repeat_interleave(H // G, dim=2)
+    o_BSHDh = torch.einsum("bhqk,bkhd->bqhd", probs_BHSS.to(v_BSHDh.dtype), v_BSHDh)
+    return F.linear(o_BSHDh.reshape(B, S, H * Dh), attn.o_proj.weight)
+
+
 class Qwen3MoeExperts(nn.Module):
     """This rank's SwiGLU experts as stacked weights (dim 0 = local expert; under expert parallelism,
     rank r holds global experts r*E/EP ... (r+1)*E/EP - 1); `forward` runs them with two grouped matmuls."""
@@ -183,7 +205,7 @@ class Qwen3MoeExperts(nn.Module):
         for e in range(self.gate_up_proj.shape[0]):
             token_idx, k_idx = torch.where(topk_ids_TK == e)
             gate, up = F.linear(x_TD[token_idx], self.gate_up_proj[e].to(x_TD.dtype)).chunk(2, dim=-1)
-            y_TKD[token_idx, k_idx] = F.linear(F.silu(gate) * up, self.down_proj[e].to(x_TD.dtype))
+            y_TKD[token_idx, k_idx] = F.linear(F.silu(gate) * up, self.down_proj[e].to(x_TD.dtype)).to(y_TKD.dtype)
         return y_TKD
 
 
@@ -283,8 +305,31 @@ class Qwen3MoeDecoderLayer(nn.Module):
         return self.forward_stage5(h_BSD, combine(y_ND, plan), topk_w_TK)
 
     def reference_forward(self, x_BSD, cos, sin, aux_loss_scale: float = 0.0):
-        h_BSD, n_TD, topk_ids_TK, topk_w_TK = self.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
-        return self.forward_stage5(h_BSD, self.mlp.experts.reference_forward(n_TD, topk_ids_TK), topk_w_TK)
+        """The layer's eager oracle (one rank), sharing no stage code with the fast path: attention as an explicit
+        causal softmax, routing by a full sort, each routed copy through its expert's weights gathered per token,
+        and the combine as a loop over the K choices; matmuls in the autocast dtype, as the stages run them."""
+        cfg, experts, dtype = self.mlp.cfg, self.mlp.experts, autocast_dtype(x_BSD)
+        h_BSD = x_BSD + attention_reference(self.self_attn, self.input_layernorm(x_BSD), cos, sin)
+        B, S, D = h_BSD.shape
+        n_TD = self.post_attention_layernorm(h_BSD).reshape(B * S, D)
+        probs_TE = F.linear(n_TD.to(dtype), self.mlp.gate.weight.to(dtype)).float().softmax(-1)
+        K = cfg.num_experts_per_tok
+        if cfg.force_balanced_routing:
+            ids_TK = (torch.arange(B * S * K, device=n_TD.device) % cfg.num_experts).view(B * S, K)
+            w_TK = probs_TE.gather(-1, ids_TK)
+        else:
+            w_TK, ids_TK = (t[:, :K] for t in probs_TE.sort(-1, descending=True))
+            w_TK = w_TK / w_TK.sum(-1, keepdim=True) if cfg.norm_topk_prob else w_TK
+        if cfg.aux_loss_type != "none" and self.training and aux_loss_scale > 0:
+            aux = load_balancing_loss(probs_TE.view(B, S, -1), ids_TK.view(B, S, K), cfg.aux_loss_type)
+            w_TK = AttachAuxLoss.apply(w_TK, aux * aux_loss_scale)
+        x_TD, out_TD = n_TD.to(dtype), 0
+        for k in range(K):
+            e_T = ids_TK[:, k]
+            gate_TI, up_TI = torch.einsum("td,tjd->tj", x_TD, experts.gate_up_proj[e_T].to(dtype)).chunk(2, -1)
+            y_TD = torch.einsum("ti,tdi->td", F.silu(gate_TI) * up_TI, experts.down_proj[e_T].to(dtype))
+            out_TD = out_TD + y_TD * w_TK[:, k, None].to(dtype)
+        return h_BSD + out_TD.view(B, S, D)
 
 
 class Qwen3MoeLMHead(nn.Linear):
