@@ -1,19 +1,22 @@
 """`python -m ate_bench cost`: an agent-free cost for every Q&A task and framework, from key.toml alone.
 
 For each task's key (notes: tasks/qa/qa_check.py reads the same file) and each framework's workspace:
-- the files the key's facts name (each fact's `file`, a path or fnmatch glob): their lines and bytes,
-  what a correct answer must at least read;
+- the files the key's facts name (each fact's `file`, a path or fnmatch glob; for a glob, the matching
+  file nearest the entry point, then the shortest, since any one of them establishes the fact): their
+  lines and bytes, what a correct answer must at least read;
 - how many of the framework's source files (SOURCE_SUFFIXES) match the key's `term` regex
   (case-insensitive), what an agent must sift to find them;
 - import hops from the framework's training entry point (frameworks.py) to each cited file, over
   the Python import graph (`ast`, every import statement, resolved to files of the workspace; a
-  package's `__init__.py` counts as imported with it); a file the graph never reaches is "unreachable".
+  package's `__init__.py` counts as imported with it); a file the graph never reaches is "unreachable"
+  (dynamic imports, `importlib` and string registries, are not followed).
 A reproducible floor under an agent's exploration, reported beside (never instead of) agent results.
 """
 
 import argparse
 import ast
 import fnmatch
+import math
 import re
 import shutil
 import tempfile
@@ -109,20 +112,27 @@ def read_key(task: TaskSpec, framework: str) -> tuple[re.Pattern, list[dict]]:
     return term, facts
 
 
+def _lines(data: bytes) -> int:
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
 def cost_row(task: TaskSpec, framework: str, root: Path, files: list[str], hops: dict[str, int]) -> dict:
     term, facts = read_key(task, framework)
     cited: dict[str, list[str]] = {}
-    unmatched = []
+    unmatched, matches = [], {}
     for fact in facts:
         matched = [f for f in files if fnmatch.fnmatchcase(f, fact["file"])]
+        matches[fact["name"]] = len(matched)
         if not matched:
             unmatched.append(f"{fact['name']}: no file matches {fact['file']}")
-        for f in matched:
-            cited.setdefault(f, []).append(fact["name"])
+            continue
+        # Any one file of a glob establishes the fact: the floor counts the nearest (hops, then lines).
+        best = min(matched, key=lambda f: (hops.get(f, math.inf), _lines((root / f).read_bytes()), f))
+        cited.setdefault(best, []).append(fact["name"])
     entries = []
     for rel, names in sorted(cited.items()):
         data = (root / rel).read_bytes()
-        lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+        lines = _lines(data)
         if not rel.endswith(".py"):
             reach = "not-python"
         elif rel in hops:
@@ -145,6 +155,7 @@ def cost_row(task: TaskSpec, framework: str, root: Path, files: list[str], hops:
         "max_hops": max((e["hops"] for e in entries if e["hops"] is not None), default=None),
         "unreachable": [e["path"] for e in entries if e["reach"] == "unreachable"],
         "unmatched_facts": unmatched,
+        "glob_matches": matches,
     }
 
 

@@ -5,8 +5,9 @@ import subprocess
 from pathlib import Path
 
 from ate_bench.__main__ import main
-from ate_bench.cost import hops_from, import_graph, workspace_files
+from ate_bench.cost import cost_row, hops_from, import_graph, workspace_files
 from ate_bench.frameworks import FRAMEWORKS
+from ate_bench.tasks import TaskSpec
 from ate_bench.workspace import REPO_ROOT
 
 TOY_TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "tasks"
@@ -92,3 +93,42 @@ def test_cost_needs_a_key(tmp_path, capsys):
     argv = ["--tasks-dir", str(TOY_TASKS), "cost", "--tasks", "qa-01", "--out", str(tmp_path / "out")]
     assert main([*argv, "--work-root", str(tmp_path / "work")]) == 2
     assert "toy-version: no key.toml (cost reads the Q&A answer key)" in capsys.readouterr().err
+
+
+def test_a_glob_fact_counts_its_nearest_file_once(tmp_path):
+    root = _tree(
+        tmp_path / "ws",
+        {
+            "train.py": "import fw.a\n",
+            "fw/__init__.py": "",
+            "fw/a.py": "x = 1\n" * 10,
+            "fw/b.py": "x = 1\n",  # shorter, but nothing imports it
+            "fw/c.py": "import fw.a\n",
+        },
+    )
+    key = tmp_path / "task" / "key.toml"
+    key.parent.mkdir()
+    key.write_text(
+        "[pithtrain]\nterm = 'x = 1'\n"
+        '[[pithtrain.facts]]\nname = "f1"\nfile = "fw/[ab].py"\n'
+        '[[pithtrain.facts]]\nname = "f2"\nfile = "fw/a.py"\n'
+        '[[pithtrain.facts]]\nname = "f3"\nfile = "fw/none.py"\n'
+    )
+    task = TaskSpec(
+        id="qa-01",
+        category="qa",
+        title="t",
+        time_limit_min=1,
+        frameworks=("pithtrain",),
+        tools="read-only",
+        dir=key.parent,
+    )
+    files = workspace_files(root)
+    graph, _ = import_graph(root, files)
+    row = cost_row(task, "pithtrain", root, files, hops_from("train.py", graph))
+    assert row["cited"] == [
+        {"path": "fw/a.py", "facts": ["f1", "f2"], "lines": 10, "bytes": 60, "hops": 1, "reach": "imported"}
+    ]
+    assert row["glob_matches"] == {"f1": 2, "f2": 1, "f3": 0}
+    assert row["unmatched_facts"] == ["f3: no file matches fw/none.py"]
+    assert (row["term_files"], row["source_files"]) == (2, 5)
