@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import os
 import runpy
 import shutil
 import subprocess
@@ -71,10 +70,9 @@ def train_in_tree(tree: Path, config: str, overrides: list[str], run_dir: Path, 
     sets = [f'run_dir="{run_dir}"', "checkpoint.interval=0", *overrides]
     cmd = [sys.executable, str(Path(__file__).resolve()), "--tree", str(tree), "--provenance", str(provenance)]
     cmd += ["--", "train", config, *[a for s in sets for a in ("--set", s)]]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     log = run_dir / "log.txt"
-    with open(log, "w") as out:
-        rc = subprocess.run(cmd, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    with open(log, "w") as out:  # PYTHONPATH stays (dependencies may live there): the child drops other pithtrains
+        rc = subprocess.run(cmd, cwd=tree, stdout=out, stderr=subprocess.STDOUT).returncode
     tail = " | ".join(log.read_text().strip().splitlines()[-3:])
     if rc != 0:
         raise RunError(f"the {label} run exited {rc} ({log}): {tail}")
