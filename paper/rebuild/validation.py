@@ -87,7 +87,14 @@ def build(b: Build) -> None:
         )
         heat = grid.pivot_table(index="row", columns="case", values="code", aggfunc="max")
         sns.heatmap(
-            heat, cmap=["#55a868", "#c44e52", "#bbbbbb"], vmin=-0.5, vmax=2.5, cbar=False, linewidths=0.5, ax=ax
+            heat,
+            cmap=["#55a868", "#c44e52", "#bbbbbb"],
+            vmin=-0.5,
+            vmax=2.5,
+            cbar=False,
+            linewidths=0.5,
+            yticklabels=True,
+            ax=ax,
         )
         ax.set_title("green: as expected, red: UNEXPECTED, grey: not run (reason in validation_cells.csv)", fontsize=8)
         ax.tick_params(labelsize=6)
