@@ -92,7 +92,10 @@ def run_checker(
     """
     workspace, answer, log_dir = workspace.resolve(), answer.resolve(), log_dir.resolve()
     lines: list[str] = []
-    argv = [sys.executable, str(task.checker), "--workspace", str(workspace), "--framework", framework]
+    # A Q&A checker is standard library only: -S (no site-packages) holds it to that, and starts in a
+    # fraction of the time, which the validation matrix's hundreds of checks feel.
+    python = [sys.executable, "-S"] if task.category == "qa" else [sys.executable]
+    argv = [*python, str(task.checker), "--workspace", str(workspace), "--framework", framework]
     argv += ["--answer", str(answer)] + (["--profile", profile] if profile else [])
     home = log_dir / "check-home"
     home.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat as statmod
 import subprocess
 import sys
 import tarfile
@@ -87,26 +88,27 @@ def tree_sha256(root: Path, cache: dict[str, tuple[tuple, str]] | None = None) -
     `cache` (path -> (stat key, content sha256)), kept between calls on one tree, rehashes only files
     whose size, mtime or inode changed, as git's index does: the same hash, much faster on a big tree.
     """
-    entries: list[str] = []
+    base = str(root).rstrip("/") + "/"
+    rels: list[str] = []  # plain strings: pathlib per file made this the matrix's hot spot
     for dirpath, dirnames, filenames in os.walk(root):  # links to directories are listed, not entered
         dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in [*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))]:
-            entries.append(os.path.join(dirpath, name))
+        here = os.path.join(dirpath, "")[len(base) :]
+        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        rels += [here + name for name in [*filenames, *linked] if name != ".git"]
     h = hashlib.sha256()
-    for full in sorted(entries, key=lambda p: Path(p).relative_to(root).parts):  # pathlib's order, as before
-        path = Path(full)
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            h.update(f"{rel}\0l\0{os.readlink(path)}\n".encode())
-        elif path.is_file():
-            mode = "x" if os.access(path, os.X_OK) else "-"
+    for rel in sorted(rels, key=lambda r: r.split("/")):  # pathlib's order of parts, as the hash always had
+        full = base + rel
+        st = os.lstat(full)
+        if statmod.S_ISLNK(st.st_mode):
+            h.update(f"{rel}\0l\0{os.readlink(full)}\n".encode())
+        elif statmod.S_ISREG(st.st_mode):
+            mode = "x" if os.access(full, os.X_OK) else "-"
             if cache is None:
-                digest = file_sha256(path)
+                digest = file_sha256(Path(full))
             else:
-                st = path.stat()
                 key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
                 if rel not in cache or cache[rel][0] != key:
-                    cache[rel] = (key, file_sha256(path))
+                    cache[rel] = (key, file_sha256(Path(full)))
                 digest = cache[rel][1]
             h.update(f"{rel}\0{mode}\0{digest}\n".encode())
     return h.hexdigest()
