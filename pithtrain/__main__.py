@@ -43,8 +43,11 @@ def make_parser() -> argparse.ArgumentParser:
         description="Train (or resume) a model. Example: python -m pithtrain train examples/qwen3-moe-tiny.toml",
         epilog="config keys (TOML sections; override any with --set section.key=value):\n"
         + "\n".join(describe_config(pretrain_lm.PretrainLMCfg))
-        + f"\n  model.*: the fields of the family's config class; families: {', '.join(KNOWN_FAMILIES)}\n"
-        + "\n".join(line.replace("  ", "  model.", 1) for line in describe_config(model_family("qwen3_moe").cfg_class)),
+        + "".join(
+            f"\n  model.* with model.family = {name!r}:\n"
+            + "\n".join(line.replace("  ", "    model.", 1) for line in describe_config(model_family(name).cfg_class))
+            for name in KNOWN_FAMILIES
+        ),
     )
     train.add_argument("config", help="TOML run config, e.g. examples/qwen3-moe-tiny.toml")
     train.add_argument(

@@ -253,6 +253,17 @@ def test_convert_errors(tmp_path, capsys):
     assert code == 2 and "not a readable pithtrain checkpoint" in err
 
 
+def test_train_help_lists_every_family_s_model_keys():
+    from pithtrain.__main__ import make_parser
+
+    train = make_parser()._subparsers._group_actions[0].choices["train"]
+    text = train.format_help()
+    for key in ["training.max_steps", "model.num_experts ", "model.n_routed_experts", "model.sliding_window"]:
+        assert key in text, key
+    for family in ["qwen3_moe", "deepseek_v2", "gpt_oss"]:
+        assert f"model.* with model.family = '{family}':" in text
+
+
 def test_entry_point_help_and_exit_status(tmp_path):
     """The real `python -m pithtrain` process: --help explains, a bad config exits 2."""
     out = subprocess.run(

@@ -24,6 +24,8 @@ def test_tokenize_jsonl_and_txt_round_trip(tmp_path):
         )
     )
     assert index["num_documents"] == 3 and len(index["shards"]) > 1
+    sizes = [s["num_tokens"] for s in index["shards"]]
+    assert set(sizes[:-1]) == {8} and 0 < sizes[-1] <= 8, sizes  # shard_tokens is the most per shard
     tokenizer, eos = load_tokenizer(str(TINY_TOKENIZER), "")
     tokens = np.concatenate([np.fromfile(tmp_path / "out" / s["file"], dtype=index["dtype"]) for s in index["shards"]])
     docs = tokenizer.decode_batch([d.tolist() for d in np.split(tokens, np.where(tokens == eos)[0] + 1)[:-1]])

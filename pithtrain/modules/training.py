@@ -48,7 +48,8 @@ class TrainingCfg:
     with FP8 matmuls (128-element block scales) for the attention projections, the routed experts and the head
     (qwen3_moe; widths, vocab and tokens per micro-batch multiples of 128)."""
     compile: bool = False
-    """torch.compile(fullgraph=True) each layer's stages 1 and 5 (all but the experts); a graph break is an error."""
+    """torch.compile each layer's stages 1 and 5 (all but the experts), fullgraph (a graph break is an error), except
+    under FSDP with pipeline_parallel_size > 1, where stage 1 compiles as the pieces between FSDP units."""
 
     def __post_init__(self):
         if self.global_batch_size % self.micro_batch_size:

@@ -18,9 +18,9 @@ W may be fp32 master weights: it is cast to h's dtype for the matmuls and its gr
 W's dtype, summed in fp32 (no bf16 rounding of the head's weight gradient).
 
 With fp8 (training.precision = "fp8"), the logits and grad h matmuls run block-scaled FP8 through cuBLAS
-(operators/fp8_linear.py: h and the logits' gradient 1x128, W 128x128 from the per-step weight cache): at
-the head's shapes 1.13-1.16 PFLOP/s against 0.73-0.76 for bf16 (results/kernel_probe/). grad W stays a bf16
-matmul summed in fp32, the products' exactness costing least there.
+(operators/fp8_linear.py: h and the logits' gradient 1x128, W 128x128 from the per-step weight cache); measured
+rates: benchmarks/NOTES.md, "Operator rates moved from docstrings". grad W stays a bf16 matmul summed in fp32,
+the products' exactness costing least there.
 
 `_ce_rows_kernel` (Triton) and `ce_rows_reference` (PyTorch, fp32 softmax) are the two row steps; the
 reference is what runs on CPU. `linear_cross_entropy_reference` is the eager oracle.
@@ -161,6 +161,6 @@ def linear_cross_entropy(
     """Summed cross-entropy of `F.linear(h_TD, W_VD)` (in h's dtype) against labels_T (-100 ignored), an fp32
     scalar, never holding more than chunk_size tokens' logits (8,192 x Qwen3's 151,936: 2.5 GB in bf16; fewer,
     larger chunks save fp32 re-reads of grad W: one `mm` and one `addmm` per 16K tokens instead of one and three,
-    and the probe's addmm runs at 0.6 PFLOP/s against 0.8 for mm). fp8: h bf16, and T, D, V and chunk_size
+    and `addmm` is the slower of the two: benchmarks/NOTES.md). fp8: h bf16, and T, D, V and chunk_size
     multiples of 128."""
     return LinearCrossEntropy.apply(h_TD, W_VD, labels_T, chunk_size, fp8)

@@ -12,10 +12,11 @@ Eager dequantises first: A and every expert's B written back as bf16/fp32 (2-4x 
 the matmul), then either one matmul per group, which needs offs on the host (a sync) and E launches that
 underfill the GPU on small groups, or `torch._grouped_mm` in bf16 at half the FP8 tensor-core rate. Here one
 launch reads the FP8 operands once, with no host sync: each program finds its (group, M-tile) from offs on
-the device, and TMA brings its A and B tiles into shared memory (about 1.3x the same kernel with pointer
-loads, in the probe below). BLOCK_K = 128 is one scale block: each K step's dot is scaled (1x128 by 128x128)
-and added into an fp32 accumulator outside the MMA, which is also the promotion that keeps Hopper's
-limited-precision FP8 accumulation to 128 products at a time (DeepSeek-V3, "Increasing Accumulation Precision").
+the device, and TMA brings its A and B tiles into shared memory (faster than pointer loads in
+benchmarks/kernel_probe.py's sweep: benchmarks/NOTES.md). BLOCK_K = 128 is one scale block: each K step's dot
+is scaled (1x128 by 128x128) and added into an fp32 accumulator outside the MMA, which is also the promotion that
+keeps Hopper's limited-precision FP8 accumulation to 128 products at a time (DeepSeek-V3, "Increasing Accumulation
+Precision").
 """
 
 import torch
@@ -27,9 +28,8 @@ from pithtrain.operators import backend
 from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, dequantize_128x128
 
 # 64x128 fp32 accumulator over 4 warps (one warpgroup), 3 stages of (64x128 A + 128x128 B) FP8 tiles (72 KiB of
-# shared memory): the fastest of benchmarks/kernel_probe.py's sweep on the H200 at all four expert products
-# (results/kernel_probe/20261130T1250Z-h200x2.txt): 576-751 TFLOP/s, against 404-552 for the same kernel with
-# pointer loads and 572-694 for bf16 `torch._grouped_mm` in the same call.
+# shared memory): the fastest of benchmarks/kernel_probe.py's sweep at all four expert products (rates:
+# benchmarks/NOTES.md).
 BLOCK_M, BLOCK_N, NUM_WARPS, NUM_STAGES = 64, 128, 4, 3
 
 

@@ -5,7 +5,7 @@ and grouped (routed experts).
 Shapes: M tokens, K input features, N output features; Kb = K / 128 (all three multiples of 128).
 
 Forward, dgrad and wgrad each run one block-scaled FP8 matmul (`torch.nn.functional.scaled_mm`, cuBLAS on
-Hopper, measured by benchmarks/kernel_probe.py at 1.1-1.3 PFLOP/s against 0.7 for bf16):
+Hopper; rates measured by benchmarks/kernel_probe.py in benchmarks/NOTES.md):
 - forward  y_MN  = (x_MK, 1x128 along K)   @ (W_NK, 128x128)^T
 - dgrad    dx_MK = (dy_MN, 1x128 along N)  @ (W^T_KN, 128x128)^T       (128x128 tiles transpose exactly)
 - wgrad    dW_NK = (dy^T_NM, 1x128 along M) @ (x^T_KM, 1x128 along M)^T

@@ -31,7 +31,7 @@ class TokenizeCorpusCfg:
     eos_token: str = ""
     """Token appended after each document; empty takes tokenizer_config.json's eos_token."""
     shard_tokens: Positive = 1 << 28
-    """Most tokens per shard file."""
+    """Most tokens per shard file (every shard but the last holds exactly this many; documents may span two)."""
     batch_docs: Positive = 1024
     """Documents encoded per batch (parallel inside `tokenizers`)."""
 
@@ -109,12 +109,13 @@ def launch(cfg: TokenizeCorpusCfg) -> dict:
     tmp.mkdir(parents=True)
     shards, buffer, num_docs, max_id = [], [], 0, -1
 
-    def flush():
-        data = np.concatenate(buffer).astype(dtype)
+    def flush(count: int):
+        """Write the buffer's first `count` tokens as the next shard; the rest stays buffered."""
+        data = np.concatenate(buffer)
+        buffer[:] = [data[count:]] if count < len(data) else []
         name = f"tokens-{len(shards):05d}.bin"
-        data.tofile(tmp / name)
-        shards.append({"file": name, "num_tokens": int(len(data))})
-        buffer.clear()
+        data[:count].astype(dtype).tofile(tmp / name)
+        shards.append({"file": name, "num_tokens": count})
 
     try:
         for path in inputs:
@@ -129,10 +130,10 @@ def launch(cfg: TokenizeCorpusCfg) -> dict:
                         buffer.append(ids)
                     num_docs += len(docs)
                     docs = []
-                    if sum(len(b) for b in buffer) >= cfg.shard_tokens:
-                        flush()
+                    while sum(len(b) for b in buffer) >= cfg.shard_tokens:
+                        flush(cfg.shard_tokens)
         if buffer:
-            flush()
+            flush(sum(len(b) for b in buffer))
         num_tokens = sum(s["num_tokens"] for s in shards)
         if num_docs == 0 or num_tokens == num_docs:
             raise DataError(f"the inputs {cfg.inputs} hold no text (documents: {num_docs}). Nothing was written.")
