@@ -77,12 +77,13 @@ if [ "${ENGINE:-0}" = 1 ]; then
   echo "engine check: exit $?"; tail -n 8 "$OUT/engine_check.log"; cp /tmp/engine_check/engine_check.json "$OUT/"
 fi
 
+entry_index=0
 for entry in $CONFIGS; do
   config=${entry%%:*}
   options=$([ "$config" = "$entry" ] || echo "${entry#*:}" | tr ':' ' ')
   echo "== throughput $config $options (deadline $((BUDGET_S - SECONDS - 15)) s)"
   python3 benchmarks/throughput.py --config "$config" --gpus "$GPUS" --steps "$STEPS" --frameworks "$FRAMEWORKS" \
-    --out "$OUT/throughput" --logs /tmp/bench-logs --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA \
+    --out "$OUT/throughput" --logs "/tmp/bench-logs/$((++entry_index))-$config" --run-timeout 240 --deadline $((BUDGET_S - SECONDS - 15)) $EXTRA \
     $options 2>&1 | tee -a "$OUT/throughput.txt"
 done
 tar -czf "$OUT/logs.tar.gz" -C /tmp bench-logs 2>/dev/null
