@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from paper.rebuild.__main__ import main
-from paper.rebuild.common import NOT_MEASURED, REPO, sha256
+from paper.rebuild.ate_records import paper_task
+from paper.rebuild.common import NOT_MEASURED, REPO, load_paper, sha256
 from paper.rebuild.moba import bash_reads_only, turn_kind
 
 FIXTURES = REPO / "tests" / "fixtures" / "paper"
@@ -117,6 +118,14 @@ def test_ate_medians_hand_computed(built):
     assert float(row["turns"]) == 20 and float(row["session_min"]) == 2.0 and float(row["output_tokens"]) == 300
     assert float(row["cited_lines"]) == 150 and float(row["term_files"]) == 7  # agent-free cost beside
     assert row["status"] == "measured here"
+
+
+def test_paper_numbers_go_to_the_task_of_their_category():
+    """qa-05's title says "kernel", as the operate task Report Heavy Kernels' `match` does."""
+    tasks = load_paper()["ate"]["tasks"]
+    assert paper_task(tasks, "qa", "05-attention-dispatch", "Attention-kernel dispatch") is None
+    assert paper_task(tasks, "operate", "04-heavy-kernels", "Report Heavy Kernels")["turns"]["pithtrain"] == 42
+    assert paper_task(tasks, "qa", "02-hidden-size", "How hidden_size travels")["turns"]["megatron-lm"] == 54
 
 
 def test_throughput_counts_only_the_latest_fair_call(built):

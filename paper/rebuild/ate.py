@@ -55,7 +55,7 @@ def task_rows(b: Build, tasks: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame
     for tid in ids:
         t = known.loc[tid] if tid in known.index else runs[runs["task"] == tid].iloc[0]
         fws = list(t["frameworks"]) if "frameworks" in t and len(t["frameworks"]) else list(FRAMEWORKS)
-        paper = paper_task(b.paper["ate"]["tasks"], t["slug"], t["title"])
+        paper = paper_task(b.paper["ate"]["tasks"], t["category"], t["slug"], t["title"])
         matched |= {paper["name"]} if paper else set()
         for fw in fws:
             base = {"task": tid, "category": t["category"], "title": t["title"], "framework": fw}

@@ -89,8 +89,9 @@ def load_tasks(tasks_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "category", "slug", "title", "frameworks", "profiles"])
 
 
-def paper_task(paper_tasks: list[dict], slug: str, title: str) -> dict | None:
+def paper_task(paper_tasks: list[dict], category: str, slug: str, title: str) -> dict | None:
+    """The paper's row for a task: same category, `match` found in its directory name or title."""
     for p in paper_tasks:
-        if re.search(p["match"], f"{slug} {title}", re.IGNORECASE):
+        if p["category"] == category and re.search(p["match"], f"{slug} {title}", re.IGNORECASE):
             return p
     return None
