@@ -153,8 +153,9 @@ def build(b: Build) -> None:
             for r in table.itertuples() if r.status == MEASURED
         ]  # fmt: skip
     fdf = pd.DataFrame(fig_rows)
+    wrap = min(2, fdf["panel"].nunique())
     grid = sns.catplot(
-        data=fdf, kind="bar", x="framework", y="tokens/s per GPU", col="panel", col_wrap=2, sharex=False,
+        data=fdf, kind="bar", x="framework", y="tokens/s per GPU", col="panel", col_wrap=wrap, sharex=False,
         sharey=False, height=3.2, aspect=1.4, color="#4c72b0",
     )  # fmt: skip
     grid.set_titles("{col_name}", size=8)
