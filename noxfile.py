@@ -7,6 +7,7 @@ can, then `figures`.
 
 import argparse
 import fnmatch
+import json
 import os
 import shutil
 import subprocess
@@ -199,6 +200,7 @@ def reproduce(session):
     """
     kick = "--kick-tires" in session.posargs
     label = "[kick-tires]" if kick else "[reproduce]"
+    t_setup = time.monotonic()
     _paper_env(session, torch=True)
     gpu = _gpu_count() > 0
     profiles = ["smoke", "gpu1"] if gpu else ["smoke"]
@@ -221,24 +223,34 @@ def reproduce(session):
     why_no_agent = _cannot_start("claude-code")
     if why_no_agent:
         not_run.append(f"3-5: ATE agent runs ({why_no_agent})")
-    failed, t_all = [], time.monotonic()
+    done, t_all = [], time.monotonic()
     for name, cmd in steps:
         t0 = time.monotonic()
         session.log(f"{label} result {name}: {' '.join(cmd)}")
         try:
             session.run(*cmd, env={"OMP_NUM_THREADS": "1"}, external=cmd[0] == "python3")
+            ok = True
         except nox.command.CommandFailed:
-            failed.append(name)
-        session.log(
-            f"{label} result {name}: {'FAILED' if failed[-1:] == [name] else 'done'} in {time.monotonic() - t0:.0f} s"
-        )
+            ok = False
+        done.append({"result": name, "command": " ".join(cmd), "seconds": round(time.monotonic() - t0), "ok": ok})
+        session.log(f"{label} result {name}: {'done' if ok else 'FAILED'} in {done[-1]['seconds']} s")
     if not why_no_agent and not kick:
         t0 = time.monotonic()
         agent = argparse.Namespace(agent="claude-code", model="", profile="", repeat=3)
         session.log(f"{label} results 3-5: ATE-Bench with claude-code, 3 repeats, every task and framework")
         _run_agents(session, agent, _tasks(["*"]), ["pithtrain", "torchtitan", "megatron-lm"], (True,))
         _run_agents(session, agent, _tasks(["operate-*", "feature-*"]), ["pithtrain"], (False,))
-        session.log(f"{label} results 3-5: {time.monotonic() - t0:.0f} s")
+        done.append({"result": "3-5: ATE-Bench runs", "command": "nox -s ate/ablation (claude-code, 3 repeats)",
+                     "seconds": round(time.monotonic() - t0), "ok": True})  # fmt: skip
+    # What ran, how long, what did not and why: paper/README.md shows the newest of these.
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    log = {"date": stamp, "commit": head, "kick_tires": kick, "gpus": _gpu_count(), "not_run": not_run}
+    log["steps"] = [{"result": "set-up: the session's environment", "command": "pip install ...", "ok": True,
+                     "seconds": round(t_all - t_setup)}, *done]  # fmt: skip
+    (REPO / "results" / "reproduce").mkdir(parents=True, exist_ok=True)
+    (REPO / "results" / "reproduce" / f"{stamp}.json").write_text(json.dumps(log, indent=2) + "\n")
+    failed = [d["result"] for d in done if not d["ok"]]
     t0 = time.monotonic()
     session.log(f"{label} figures: python -m paper.rebuild")
     try:

@@ -84,6 +84,15 @@ def test_every_output_has_its_files_columns_and_provenance(which, request):
     assert all(f"| {name} |" in index for name in prov)
 
 
+def test_index_shows_the_last_reproduce(built, empty):
+    assert "## The last `make reproduce` here" in (built[0] / "README.md").read_text()
+    assert (
+        "validation matrix | `python -m ate_bench validate --profiles smoke` | 161 | yes |"
+        in (built[0] / "README.md").read_text()
+    )
+    assert "The last" not in (empty[0] / "README.md").read_text()
+
+
 def test_provenance_names_the_records_read(built):
     _, outputs = built
     inputs = {i["path"] for i in json.loads((outputs / "throughput.provenance.json").read_text())["inputs"]}

@@ -8,13 +8,14 @@ so nothing stale survives a rebuild.
 """
 
 import argparse
+import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from paper.rebuild import ablation, ate, code_size, moba, throughput, validation
-from paper.rebuild.common import MEASURED, NOT_MEASURED, PAPERS, REPO, Build
+from paper.rebuild.common import MEASURED, NOT_MEASURED, PAPERS, REPO, Build, latest
 
 # (number, result, module, what it needs, the command that makes its records, about how long here)
 RESULTS = (
@@ -56,6 +57,25 @@ def write_index(b: Build, out: Path, timings: dict[int, float], failed: dict[int
         files = ", ".join(f"[{f}](outputs/{f})" for f in e["files"])
         status = e["status"].replace("|", "\\|")
         lines.append(f"| {e['name']} | {e['stands_for']} | {files} | {status} |")
+    run = latest(b.results / "reproduce", "*.json")
+    if run is not None:
+        log = json.loads(run.read_text())
+        kind = "make kick-tires" if log["kick_tires"] else "make reproduce"
+        lines += [
+            "",
+            f"## The last `{kind}` here",
+            "",
+            f"`{b.rel(run)}`: {log['date']}, commit `{log['commit'][:10]}`, {log['gpus']} GPU(s). Each step, then what",
+            "was not run and why (the figures step follows).",
+            "",
+            "| result | command | seconds | ok |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {s['result']} | `{s['command']}` | {s['seconds']} | {'yes' if s['ok'] else 'FAILED'} |"
+            for s in log["steps"]
+        ]
+        lines += ["", *(f"- not run: {n}" for n in log["not_run"])]
     counts = {s: sum(e["status"].startswith(s) for e in b.index) for s in (MEASURED, PAPERS, NOT_MEASURED)}
     lines += ["", "Outputs by status: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + ".", ""]
     (out / "README.md").write_text("\n".join(lines))
