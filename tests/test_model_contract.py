@@ -3,10 +3,14 @@
 `reference_forward` (loss and gradients), and the grouped expert matmuls get the autocast dtype (the one-GPU
 bf16 path, where the residual stream is fp32)."""
 
+import dataclasses
 import inspect
+import sys
+import types
 
 import pytest
 import torch
+import torch.nn.functional as F
 from test_deepseek_v2 import CFG as DEEPSEEK_V2_CFG
 from test_gpt_oss import CFG as GPT_OSS_CFG
 from test_qwen3_moe import CFG as QWEN3_MOE_CFG
@@ -117,3 +121,42 @@ def test_reference_under_bf16_autocast(model_class, cfg):
         y_TKD = experts.reference_forward(x_TD, ids_TK)
         y_ND = experts(x_TD[order // 2], torch.bincount(ids_TK.flatten(), minlength=experts.gate_up_proj.shape[0]))
     torch.testing.assert_close(y_TKD.flatten(0, 1)[order].float(), y_ND.float(), rtol=2e-2, atol=2e-2)
+
+
+ROUTER_PROBS = {  # each family's router probabilities, which its load-balancing loss is defined on
+    "qwen3_moe": lambda mlp, x: F.linear(x, mlp.gate.weight).float().softmax(-1),
+    "deepseek_v2": lambda mlp, x: F.linear(x, mlp.gate.weight).float().softmax(-1),  # scoring_func "softmax"
+    "gpt_oss": lambda mlp, x: F.linear(x, mlp.router.weight, mlp.router.bias).float().softmax(-1),
+}
+
+
+@pytest.mark.parametrize("model_class,cfg", FAMILIES)
+def test_aux_loss_gradient_is_the_scaled_balance_loss_s(model_class, cfg, monkeypatch):
+    """The router's gradient with aux_loss_scale s, minus the one with 0, is exactly s x d(balance loss)/d(router),
+    the loss taken on the routed choices (the forward is the same in both runs, so the token loss cancels). One
+    MoE layer, the last, so no later layer's balance loss reaches it through the residual stream."""
+    family = cfg.family
+    dense = getattr(cfg, "first_k_dense_replace", 0)
+    model = model_class(dataclasses.replace(cfg, num_hidden_layers=dense + 1))
+    mlp = model.model.layers[str(dense)].mlp
+    calls, route = [], mlp.route
+    monkeypatch.setattr(mlp, "route", lambda x, s: calls.append((x.detach(), *route(x, s))) or calls[-1][1:])
+    ids = torch.randint(0, cfg.vocab_size, (2, 11))
+    router = [(n, p) for n, p in mlp.named_parameters() if n.split(".")[0] in ("gate", "router")]
+    grads = []
+    for scale in (0.0, 10.0):
+        model.zero_grad()
+        model(ids, ids, aux_loss_scale=scale).backward()
+        grads.append([p.grad.clone() for _, p in router])
+    x_BSD, ids_TK, _ = calls[-1]
+    leaves = [p.detach().clone().requires_grad_() for _, p in router]
+    modules = {}
+    for (name, _), leaf in zip(router, leaves):
+        setattr(modules.setdefault(name.split(".")[0], types.SimpleNamespace()), name.split(".")[1], leaf)
+    probs_BSE = ROUTER_PROBS[family](types.SimpleNamespace(**modules), x_BSD)
+    balance = sys.modules[model_class.__module__].load_balancing_loss
+    aux = balance(probs_BSE, ids_TK.view(*x_BSD.shape[:2], -1), cfg.aux_loss_type)
+    expected = torch.autograd.grad(10.0 * aux, leaves)
+    for (name, _), without, with_aux, want in zip(router, *grads, expected):
+        torch.testing.assert_close(with_aux - without, want, rtol=1e-4, atol=1e-6, msg=name)
+    assert any(w.abs().max() > 1e-3 for w in expected)  # the balance loss really reaches the router

@@ -21,9 +21,9 @@ ep_rank: int = 0
 cp_group: ProcessGroup | None = None
 ep_group: ProcessGroup | None = None
 
-# EP ranks see different data, so the data-parallel degree for batches is DP x EP.
-data_rank: int = 0
-data_size: int = 1
+# EP ranks see different data, so a batch is split over DP x EP ranks (the mesh's dp_size is DP alone).
+dp_ep_rank: int = 0
+dp_ep_size: int = 1
 
 # FSDP meshes: non-expert weights shard over DP x CP x EP, expert weights over DP x CP (under HSDP: 2-D meshes
 # that replicate across DP and shard over CP x EP and CP).

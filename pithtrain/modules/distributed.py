@@ -71,7 +71,7 @@ def setup_distributed(cfg: DistributedCfg, device: torch.device) -> None:
     d.pp_size, d.dp_size, d.cp_size, d.ep_size = pp, dp, cp, ep
     d.pp_rank, d.dp_rank, d.cp_rank, d.ep_rank = (mesh.get_local_rank(n) for n in ("pp", "dp", "cp", "ep"))
     d.cp_group, d.ep_group = mesh.get_group("cp"), mesh.get_group("ep")
-    d.data_rank, d.data_size = d.dp_rank * ep + d.ep_rank, dp * ep
+    d.dp_ep_rank, d.dp_ep_size = d.dp_rank * ep + d.ep_rank, dp * ep
     dense = mesh["dp", "cp", "ep"]._flatten("dp_cp_ep")
     d.dp_cp_ep_group = dense.get_group()
     if cfg.hsdp:  # 2-D meshes: replicate across DP (outer), shard within

@@ -78,12 +78,12 @@ def check_layout(cfg: PretrainLMCfg, family) -> None:
             f"data.seq_len = {cfg.data.seq_len} must be a multiple of 2 x context_parallel_size = "
             f"{2 * d.cp_size} (the zigzag split)."
         )
-    if tc.global_batch_size % (d.data_size * tc.micro_batch_size):
+    if tc.global_batch_size % (d.dp_ep_size * tc.micro_batch_size):
         raise ConfigError(
             f"training.global_batch_size = {tc.global_batch_size} must be a multiple of data-parallel ranks "
-            f"(DP x EP = {d.data_size}) x training.micro_batch_size = {tc.micro_batch_size}."
+            f"(DP x EP = {d.dp_ep_size}) x training.micro_batch_size = {tc.micro_batch_size}."
         )
-    num_micro = tc.global_batch_size // (d.data_size * tc.micro_batch_size)
+    num_micro = tc.global_batch_size // (d.dp_ep_size * tc.micro_batch_size)
     if d.pp_size > 1 and num_micro < 2 * d.pp_size:
         raise ConfigError(
             f"DualPipeV needs at least 2 x pipeline_parallel_size = {2 * d.pp_size} micro-batches per rank, got "
@@ -211,8 +211,8 @@ def forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
 
 def _forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
     cfg, d, tc, device = run.cfg, distributed, run.cfg.training, run.device
-    local_batch = tc.global_batch_size // d.data_size
-    input_ids, labels = get_batch(run.dataset, run.sampler, consumed + d.data_rank * local_batch, local_batch)
+    local_batch = tc.global_batch_size // d.dp_ep_size
+    input_ids, labels = get_batch(run.dataset, run.sampler, consumed + d.dp_ep_rank * local_batch, local_batch)
     input_ids = zigzag_split(input_ids, 1, d.cp_rank, d.cp_size).to(device)
     labels = zigzag_split(labels, 1, d.cp_rank, d.cp_size).to(device)
     num_tokens = (labels != -100).sum()
