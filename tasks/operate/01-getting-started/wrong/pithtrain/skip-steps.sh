@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Wrong: train.sh is edited to stop after 2 steps; all else is right. The environment is made fast but passes the
+# venv checks: a .venv whose torch is hard-linked from the Python on PATH (so it lies inside .venv) and whose other
+# requirements come through a .pth file. The check must fail on the edit alone.
+set -euo pipefail
+python3 -m venv --without-pip .venv
+host=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+cp -al "$host/torch" "$site/torch"
+echo "$host" >"$site/host-packages.pth"
+sed -i -E 's/(python -m pithtrain train [a-z0-9-]+\.toml)/\1 --set training.max_steps=2/' train.sh
+grep -q 'max_steps=2' train.sh
+source .venv/bin/activate
+bash train.sh

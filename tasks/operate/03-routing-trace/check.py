@@ -1,0 +1,138 @@
+"""Collect Routing Trace: four well-formed per-step traces that are the model's real routing.
+
+Schema (any framework): `artifacts/routing-traces/step-00000001.npz` .. `step-00000004.npz` load with
+numpy.load (no pickles), `expert_ids` int32 and `gate_weights` float32 of shape (MoE layers, global batch,
+sequence, top_k) from the provided config; ids in [0, experts), distinct per token; weights finite, in
+[0, 1], summing to 1 within SUM_TOL per token; step 2's routing differs from step 1's (new data).
+
+Real routing (pithtrain): step 1's forward runs on the provided weights (no update has happened yet), so
+the checker rebuilds step 1's batch from the provided config and data with this repository's pithtrain
+(never the agent's edited copy), runs the model up to the first MoE layer's router, and requires the same
+expert set for at least AGREE of the tokens and matching weights on those. A random trace agrees on about
+1 / C(experts, top_k) of the tokens.
+"""
+
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import operate_check as oc
+
+REPO = Path(__file__).resolve().parents[3]
+STEPS = 4
+SUM_TOL = 1e-3
+AGREE = 0.98
+WEIGHT_TOL = {"smoke": 1e-4, "gpu1": 2e-2, "paper": 2e-2}
+"""Max |weight| difference on agreeing tokens: fp32 on CPU; bf16 autocast on GPUs."""
+
+
+def load_traces(ws: Path, shape: tuple, n_experts: int, failures: list[str]) -> list[tuple] | None:
+    traces = []
+    for step in range(1, STEPS + 1):
+        path = ws / "artifacts" / "routing-traces" / f"step-{step:08d}.npz"
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                ids, w = f["expert_ids"], f["gate_weights"]
+        except Exception as e:  # missing file, not an npz, missing key, pickled object: the agent's FAIL
+            why = f"{type(e).__name__}: {e}"
+            failures.append(f"{path.relative_to(ws)} does not load with expert_ids and gate_weights ({why})")
+            return None
+        name = path.name
+        expected = (("expert_ids", ids, np.int32), ("gate_weights", w, np.float32))
+        bad = [f"{k} is {a.dtype} {a.shape}, expected {t.__name__} {shape}" for k, a, t in expected]
+        bad = [b for b, (_, a, t) in zip(bad, expected) if a.dtype != t or a.shape != shape]
+        if bad:
+            failures.append(f"{name}: {'; '.join(bad)}")
+            return None
+        if ids.min() < 0 or ids.max() >= n_experts:
+            failures.append(f"{name}: expert ids outside [0, {n_experts})")
+        if (np.sort(ids, -1)[..., 1:] == np.sort(ids, -1)[..., :-1]).any():
+            failures.append(f"{name}: a token lists the same expert twice")
+        if not np.isfinite(w).all() or w.min() < 0 or w.max() > 1:
+            failures.append(f"{name}: gate weights outside [0, 1] or not finite")
+        elif np.abs(w.sum(-1) - 1).max() > SUM_TOL:
+            failures.append(
+                f"{name}: gate weights sum to {w.sum(-1).min():.4f}..{w.sum(-1).max():.4f} per token, not 1"
+            )
+        traces.append((ids, w))
+    if np.array_equal(traces[0][0], traces[1][0]):
+        failures.append("step 2's expert ids equal step 1's: each step routes a new batch")
+    return traces
+
+
+def first_layer_routing(ws: Path, config: Path, checkpoint: Path):
+    """Step 1's routing of the first MoE layer, recomputed: (ids, renormalised weights), each (B, S, K)."""
+    import torch
+
+    sys.path.insert(0, str(REPO))
+    from pithtrain.models import model_family
+    from pithtrain.modules.data import ResumableSampler, get_batch, make_dataset
+    from pithtrain.tasks.convert_checkpoint import read_hf_weights
+    from pithtrain.tasks.pretrain_lm import load_pretrain_cfg
+
+    cfg = load_pretrain_cfg(str(config))
+    tc, family = cfg.training, model_family(cfg.model.family)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = family.model_class(cfg.model)
+    model.load_state_dict(
+        family.state_dict_from_hf({k: v.float() for k, v in read_hf_weights(checkpoint).items()}, cfg.model)
+    )
+    model.to(device).eval()
+    dataset = make_dataset(cfg.data, cfg.model.vocab_size, tc.seed)  # data.path is relative to the workspace (cwd)
+    ids_BS, _ = get_batch(dataset, ResumableSampler(len(dataset), tc.seed, shuffle=True), 0, tc.global_batch_size)
+    ids_BS = ids_BS.to(device)
+    autocast = device == "cuda" and tc.precision != "fp32"
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+        cos, sin = model.rope(ids_BS)
+        h = model.model.embed_tokens(ids_BS)
+        for layer in model.model.layers.values():
+            if layer.is_moe:
+                _, _, topk_ids_TK, topk_w_TK = layer.forward_stage1(h, cos, sin)
+                break
+            h = layer(h, cos, sin)
+    w = topk_w_TK.float()
+    B, S = ids_BS.shape
+    return topk_ids_TK.view(B, S, -1).cpu().numpy(), (w / w.sum(-1, keepdim=True)).view(B, S, -1).cpu().numpy()
+
+
+def agreement_failures(trace_ids, trace_w, want_ids, want_w, tol: float) -> list[str]:
+    order_t, order_w = np.argsort(trace_ids, -1), np.argsort(want_ids, -1)
+    ids_t, ids_w = np.take_along_axis(trace_ids, order_t, -1), np.take_along_axis(want_ids, order_w, -1)
+    same = (ids_t == ids_w).all(-1)
+    share = float(same.mean())
+    if share < AGREE:
+        return [
+            f"step 1's first MoE layer: the trace picks the recomputed experts for {share:.1%} of tokens "
+            f"(need {AGREE:.0%}): not the model's routing"
+        ]
+    diff = np.abs(np.take_along_axis(trace_w, order_t, -1) - np.take_along_axis(want_w, order_w, -1))[same].max()
+    if diff > tol:
+        return [
+            f"step 1's first MoE layer: gate weights differ from the recomputed ones by up to {diff:.2e} "
+            f"(allowed {tol:.0e})"
+        ]
+    return []
+
+
+def main() -> int:
+    args = oc.parse_args()
+    ws, failures = args.workspace, []
+    task_dir = Path(__file__).resolve().parent
+    config = oc.provided(task_dir, args.profile, args.framework, "routing.toml")
+    cfg = tomllib.loads(config.read_text())
+    m, t = cfg["model"], cfg["training"]
+    shape = (m["num_hidden_layers"] - m["first_k_dense_replace"], t["global_batch_size"], cfg["data"]["seq_len"])
+    shape += (m["num_experts_per_tok"],)
+    traces = load_traces(ws, shape, m["n_routed_experts"], failures)
+    if traces is not None and args.framework == "pithtrain":
+        checkpoint = oc.provided(task_dir, args.profile, args.framework, "checkpoint")
+        want_ids, want_w = first_layer_routing(ws, config, checkpoint)
+        failures += agreement_failures(traces[0][0][0], traces[0][1][0], want_ids, want_w, WEIGHT_TOL[args.profile])
+    return oc.finish(failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Pieces shared by the operate tasks' checkers (`tasks/operate/<slug>/check.py`).
+
+A checker gathers one reason per failed condition and ends with `finish(failures)`: `PASS` and exit 0,
+or one `FAIL: <reason>` line each and exit 1. Anything else (a traceback) is the harness's verdict ERROR,
+so a checker reads the agent's files defensively and turns what it cannot read into a FAIL line.
+
+Provided scripts log to `artifacts/<name>-<YYYYMMDD-HHMMSS>.log` and append `exit-time: <unix seconds>`
+from one trap; `newest_log` takes the latest by its stamp (the agent may have run a script several times).
+"""
+
+import argparse
+import hashlib
+import math
+import re
+from pathlib import Path
+
+OPERATE = Path(__file__).resolve().parent
+LOG_NAME = re.compile(r"^(?P<name>[a-z0-9-]+)-(?P<stamp>\d{8}-\d{6})\.log$")
+EXIT_TIME = re.compile(r"^exit-time: (\d+)\s*$", re.M)
+# One training step's loss as each framework's trainer prints it.
+STEP_LOSS = {
+    "pithtrain": re.compile(r"^step (?P<step>\d+)/\d+ loss (?P<loss>\S+)", re.M),
+    "torchtitan": re.compile(r"step:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)", re.M),
+    "megatron-lm": re.compile(r"iteration\s+(?P<step>\d+)/\s*\d+ \|.*?lm loss: (?P<loss>\S+)", re.M),
+}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--workspace", type=Path, required=True)
+    p.add_argument("--framework", required=True, choices=sorted(STEP_LOSS))
+    p.add_argument("--answer", type=Path, required=True)
+    p.add_argument("--profile", required=True)
+    args = p.parse_args()
+    args.workspace = args.workspace.resolve()
+    return args
+
+
+def provided(task_dir: Path, profile: str, framework: str, name: str) -> Path:
+    """The pristine copy of a provided file (the task's, never the workspace's)."""
+    return task_dir / "prepare" / profile / framework / name
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def newest_log(workspace: Path, name: str) -> Path | None:
+    logs = [
+        p
+        for p in (workspace / "artifacts").glob(f"{name}-*.log")
+        if (m := LOG_NAME.match(p.name)) and m["name"] == name
+    ]
+    return max(logs, key=lambda p: LOG_NAME.match(p.name)["stamp"]) if logs else None
+
+
+def read_log(workspace: Path, name: str, failures: list[str]) -> str | None:
+    """The newest `name` log's text, or None with the reason added to failures (no log, no exit-time)."""
+    log = newest_log(workspace, name)
+    if log is None:
+        failures.append(f"no artifacts/{name}-<YYYYMMDD-HHMMSS>.log: run the provided {name}.sh")
+        return None
+    text = ANSI.sub("", log.read_text(errors="replace"))
+    if not EXIT_TIME.search(text):
+        failures.append(f"{log.name} has no 'exit-time:' line: it was not written by the provided trap")
+    return text
+
+
+def step_losses(text: str, framework: str) -> dict[int, float]:
+    """Step -> loss as printed by the framework's trainer (the last print of a step wins)."""
+    out = {}
+    for m in STEP_LOSS[framework].finditer(text):
+        try:
+            out[int(m["step"])] = float(m["loss"].rstrip("|,"))
+        except ValueError:
+            out[int(m["step"])] = math.nan
+    return out
+
+
+def check_steps(losses: dict[int, float], steps: int, where: str, failures: list[str]) -> None:
+    """Steps 1..steps each printed with a finite loss."""
+    missing = [s for s in range(1, steps + 1) if s not in losses]
+    if missing:
+        failures.append(f"{where} shows no loss for step(s) {missing} (expected steps 1 to {steps})")
+    bad = {s: v for s, v in losses.items() if s <= steps and not math.isfinite(v)}
+    if bad:
+        failures.append(f"{where} has non-finite losses at {bad}")
+
+
+def finish(failures: list[str]) -> int:
+    for f in failures:
+        print(f"FAIL: {f}")
+    if not failures:
+        print("PASS")
+    return 1 if failures else 0
