@@ -8,7 +8,8 @@ import pytest
 
 from ate_bench import validate
 from ate_bench.__main__ import main
-from ate_bench.validate import shifted, stripped
+from ate_bench.tasks import TaskSpec
+from ate_bench.validate import cases_for, shifted, stripped
 
 TOY_TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "tasks"
 
@@ -119,3 +120,24 @@ def test_a_broken_task_of_another_category_does_not_stop_validate(tmp_path, caps
     # Validating the broken one says what is missing.
     assert main(["--tasks-dir", str(tasks), "validate", "--tasks", "operate-01", "--out", str(tmp_path)]) == 2
     assert "toy-train: missing gold/pithtrain/solve.sh" in capsys.readouterr().err
+
+
+def test_generated_cases_per_category(tmp_path):
+    def spec(task_id: str, **kw) -> TaskSpec:
+        category = task_id.split("-")[0]
+        kw.setdefault("profiles", ("smoke",) if category != "qa" else ())
+        return TaskSpec(task_id, category, "t", 1.0, ("pithtrain",), "edit", dir=tmp_path / task_id, **kw)
+
+    tasks = {t.id: t for t in (spec("feature-01"), spec("feature-02"), spec("operate-01"), spec("qa-01"))}
+    names = lambda cases: [c.name for c in cases]  # noqa: E731
+    feature = cases_for(tasks["feature-01"], "pithtrain", "smoke", tasks)
+    assert names(feature) == ["gold", "noop", "other-task"]
+    assert feature[2].script == tmp_path / "feature-02" / "gold" / "pithtrain" / "solve.sh"
+    assert names(cases_for(tasks["operate-01"], "pithtrain", "smoke", tasks)) == ["gold", "noop"]
+    qa = cases_for(tasks["qa-01"], "pithtrain", "", tasks)
+    assert names(qa) == ["gold", "noop", "shifted", "stripped", "other-task"]
+    assert qa[-1].skip == "no other qa task lists pithtrain"
+    # The other task's gold cannot run on this cell: its case is not run, with the reason.
+    tasks["feature-02"] = spec("feature-02", unrunnable={"pithtrain/smoke": "needs CUDA"})
+    other = cases_for(tasks["feature-01"], "pithtrain", "smoke", tasks)[2]
+    assert other.skip == "feature-02's gold cannot run on pithtrain/smoke: needs CUDA"
