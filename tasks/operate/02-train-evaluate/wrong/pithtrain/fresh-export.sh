@@ -2,7 +2,7 @@
 # Wrong: everything as the gold, but the Hugging Face export holds a freshly initialised model of the same config
 # (the trained checkpoint was never exported), and evaluate.sh is run on it.
 set -euo pipefail
-bash "$GOLD_DIR/../../gold/pithtrain/solve.sh"
+GOLD_DIR="$GOLD_DIR/../../gold/pithtrain" bash "$GOLD_DIR/../../gold/pithtrain/solve.sh"
 python - <<'PY'
 import shutil
 import torch
