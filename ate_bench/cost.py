@@ -195,7 +195,10 @@ def run_cost(args: argparse.Namespace, command: list[str]) -> int:
         "schema": SCHEMA,
         **provenance(command),
         "workspaces": workspaces,
-        "tasks": {t.id: {"dir": str(t.dir), "files": t.file_hashes(t.frameworks[0])} for t in tasks},
+        "tasks": {
+            t.id: {"dir": str(t.dir), "files": {k: v for fw in t.frameworks for k, v in t.file_hashes(fw).items()}}
+            for t in tasks
+        },
         "rows": rows,
     }
     path = write_record(args.out or args.results_dir / "cost", record)
