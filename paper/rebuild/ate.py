@@ -133,15 +133,23 @@ def build(b: Build) -> None:
         ("gpu_min", "active GPU minutes", "ate_gpu_time"),
     ):
         d = ldf[ldf["metric"] == metric]
-        grid = sns.catplot(
-            data=d, kind="bar", x="task", y="value", hue="framework", col="category", row="source", sharex=False,
-            height=3.0, aspect=1.5, hue_order=list(FRAMEWORKS),
-        )  # fmt: skip
-        grid.set_titles("{row_name}: {col_name}", size=8)
-        grid.set_axis_labels("", ylabel)
-        grid.tick_params(axis="x", rotation=40, labelsize=6)
-        if not any_measured:
-            grid.figure.suptitle(f"measured here: {NO_KEY}; bars are {PAPERS}", y=1.03, fontsize=8)
+        sources = ["measured here", f"{PAPERS} (blog)"]
+        fig, axes = plt.subplots(2, 3, figsize=(16, 7), sharex="col", squeeze=False)
+        for col, cat in enumerate(CATEGORIES.values()):
+            order = sorted(set(d[d["category"] == cat]["task"]))  # the same tasks in both rows of a column
+            for row, source in enumerate(sources):
+                ax, part = axes[row][col], d[(d["category"] == cat) & (d["source"] == source)]
+                if len(part):
+                    sns.barplot(data=part, x="task", y="value", hue="framework", order=order,
+                                hue_order=list(FRAMEWORKS), ax=ax, legend=(row, col) == (1, 2))  # fmt: skip
+                else:
+                    why = NO_KEY if row == 0 else "none reported"
+                    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, fontsize=8)
+                ax.set_title(f"{source}: {cat}", fontsize=8)
+                ax.set_xlabel("")
+                ax.set_ylabel(ylabel if col == 0 else "")
+                ax.tick_params(axis="x", rotation=40, labelsize=6)
+        fig.tight_layout()
         status = MEASURED if any_measured else f"{PAPERS} only; {NO_KEY}"
-        b.figure(name, grid.figure, run_paths, status, f"ATE-Bench per task: {ylabel}", notes)
+        b.figure(name, fig, run_paths, status, f"ATE-Bench per task: {ylabel}", notes)
     plt.close("all")
