@@ -10,11 +10,13 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import secrets
 import shutil
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -143,6 +145,43 @@ def verdict_record(v: Verdict) -> dict:
     }
 
 
+# A provided script's log (notes/qa_format.md): artifacts/<name>-<YYYYMMDD-HHMMSS>.log, closed by a trap's
+# `exit-time: <unix seconds>` line.
+SCRIPT_LOG = re.compile(r"(?P<name>[A-Za-z0-9_]+)-(?P<stamp>\d{8}-\d{6})\.log")
+EXIT_TIME = re.compile(r"^exit-time: (?P<t>\d+(?:\.\d+)?)\s*$", re.MULTILINE)
+
+
+def script_logs(workspace: Path) -> dict:
+    """The provided scripts' runs, from their logs: start (the name's stamp, local time), exit-time, seconds.
+
+    A log without an exit-time line (a run killed with SIGKILL, or still running) is listed apart and
+    its time is not counted, never silently dropped.
+    """
+    runs = []
+    for path in sorted((workspace / "artifacts").glob("*.log")):
+        m = SCRIPT_LOG.fullmatch(path.name)
+        if m is None:
+            continue
+        started = time.mktime(time.strptime(m["stamp"], "%Y%m%d-%H%M%S"))
+        ends = EXIT_TIME.findall(path.read_text(errors="replace"))
+        end = float(ends[-1]) if ends else None
+        runs.append(
+            {
+                "log": path.relative_to(workspace).as_posix(),
+                "script": m["name"],
+                "started": started,
+                "exit_time": end,
+                "seconds": round(end - started, 1) if end is not None else None,
+            }
+        )
+    missing = [r["log"] for r in runs if r["exit_time"] is None]
+    return {
+        "runs": runs,
+        "seconds_total": round(sum(r["seconds"] for r in runs if r["seconds"] is not None), 1),
+        "without_exit_time": missing,
+    }
+
+
 def host_info() -> dict[str, object]:
     return {
         "node": platform.node(),
@@ -235,8 +274,14 @@ def run_once(opts: RunOptions) -> Path:
         answer.write_text(transcript.final_message if transcript else "")
     diff, changed = workspace_diff(ws.path)
     (run_dir / "workspace.diff").write_text(diff)
+    logs = script_logs(ws.path)  # before the checker, which may run the scripts itself
     verdict = run_checker(task, opts.framework, ws.path, answer, run_dir, profile)
     notes = []
+    if logs["without_exit_time"]:
+        notes.append(
+            f"{len(logs['without_exit_time'])} provided-script log(s) without an exit-time line (their time is "
+            f"not counted): {', '.join(logs['without_exit_time'])}"
+        )
     if task.tools == "read-only" and changed:
         notes.append(f"read-only task, but the workspace changed: {', '.join(changed[:20])}")
     if proc.timed_out:
@@ -277,6 +322,7 @@ def run_once(opts: RunOptions) -> Path:
         },
         "metrics": dataclasses.asdict(metrics) if metrics else None,
         "metrics_error": metric_error,
+        "script_logs": logs,
         "verdict": verdict_record(verdict),
         "exit": {"returncode": proc.returncode, "timed_out": proc.timed_out, "time_limit_s": time_limit_s},
         "notes": notes,

@@ -84,6 +84,10 @@ def test_operate_record_has_diff_prepare_and_hidden_benchmark(dirs):
     assert rec["task"]["profile"] == "smoke" and rec["task"]["gpus"] == 0
     assert rec["run_id"].startswith("operate-01_smoke_pithtrain_gold_")
     assert rec["framework"]["prepared"] == ["train.sh"]
+    # The provided script's log gives its run's wall time; its exit-time line closes it.
+    (run,) = rec["script_logs"]["runs"]
+    assert run["script"] == "train" and run["log"].startswith("artifacts/train-") and run["seconds"] >= 0
+    assert rec["script_logs"]["without_exit_time"] == [] and not rec["notes"]
     assert "+1.6667" in rec["workspace_diff"] and "RESULT.txt" in rec["changed_paths"]
     ws = Path(rec["workspace"])
     # The agent must never see checkers, gold solutions or the harness.
@@ -99,6 +103,18 @@ def test_operate_record_has_diff_prepare_and_hidden_benchmark(dirs):
     assert main(["--tasks-dir", str(TOY_TASKS), "check", "--record", str(record)]) == 0
     (ws / "RESULT.txt").write_text("2.0\n")
     assert main(["--tasks-dir", str(TOY_TASKS), "check", "--record", str(record)]) == 1
+
+
+def test_a_log_without_exit_time_is_counted_apart(tmp_path):
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "train-20261201-100000.log").write_text("step 1\n")
+    (tmp_path / "artifacts" / "verify-20261201-100000.log").write_text("step 1\nexit-time: 1796119230\n")
+    (tmp_path / "artifacts" / "notes.log").write_text("not a provided script's log\n")
+    logs = runner.script_logs(tmp_path)
+    assert logs["without_exit_time"] == ["artifacts/train-20261201-100000.log"]
+    assert [r["script"] for r in logs["runs"]] == ["train", "verify"]
+    started = logs["runs"][1]["started"]
+    assert logs["runs"][1]["seconds"] == round(1796119230 - started, 1) == logs["seconds_total"]
 
 
 def test_no_skills_keeps_agents_md_and_records_what_went(dirs):
