@@ -1,4 +1,4 @@
-"""Command line: `python -m pithtrain {train,tokenize,convert} ...` (also installed as `pithtrain`)."""
+"""Command line: `python -m pithtrain {train,tokenize,convert,plot} ...` (also installed as `pithtrain`)."""
 
 import argparse
 import dataclasses
@@ -7,7 +7,7 @@ import typing
 
 from pithtrain.config import UserInputError, describe_config, field_docs, load_dataclass
 from pithtrain.models import KNOWN_FAMILIES, model_family
-from pithtrain.tasks import convert_checkpoint, pretrain_lm, tokenize_corpus
+from pithtrain.tasks import convert_checkpoint, plot_metrics, pretrain_lm, tokenize_corpus
 
 
 def add_dataclass_options(parser: argparse.ArgumentParser, cls: type, positional: str) -> None:
@@ -74,6 +74,14 @@ def make_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dataclass_options(convert, convert_checkpoint.ConvertCheckpointCfg, positional="direction")
+
+    plot = sub.add_parser(
+        "plot",
+        help="plot runs' metrics.jsonl (needs seaborn)",
+        description=plot_metrics.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_dataclass_options(plot, plot_metrics.PlotMetricsCfg, positional="run_dirs")
     return parser
 
 
@@ -88,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "convert":
             table = {k: v for k, v in vars(args).items() if k != "command"}
             convert_checkpoint.launch(load_dataclass(convert_checkpoint.ConvertCheckpointCfg, table))
+        elif args.command == "plot":
+            table = {k: v for k, v in vars(args).items() if k != "command"}
+            plot_metrics.launch(load_dataclass(plot_metrics.PlotMetricsCfg, table))
     except UserInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -34,7 +34,7 @@ def test_knob_set_is_frozen():
         "training.grad_clip", "training.seed", "training.device", "training.precision", "training.compile",
         "data.kind", "data.path", "data.seq_len",
         "checkpoint.dir", "checkpoint.interval", "checkpoint.keep_last", "checkpoint.resume", "checkpoint.init_from",
-        "logging.log_interval", "logging.peak_tflops",
+        "logging.log_interval", "logging.peak_tflops", "logging.tensorboard", "logging.wandb_project",
         "distributed.pipeline_parallel_size", "distributed.context_parallel_size",
         "distributed.expert_parallel_size", "distributed.hsdp", "distributed.timeout_s",
     ]  # fmt: skip

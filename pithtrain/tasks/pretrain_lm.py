@@ -25,7 +25,7 @@ from pithtrain.modules.checkpoint import (
 )
 from pithtrain.modules.data import DataCfg, ResumableSampler, get_batch, make_dataset
 from pithtrain.modules.distributed import DistributedCfg, apply_fsdp, clip_grad_norm, setup_distributed
-from pithtrain.modules.logging import LoggingCfg, ProgressLogger
+from pithtrain.modules.logging import LoggingCfg, ProgressLogger, check_logging_packages
 from pithtrain.modules.ring_attention import zigzag_positions, zigzag_split
 from pithtrain.modules.training import (
     TrainingCfg,
@@ -165,6 +165,7 @@ def setup(cfg: PretrainLMCfg) -> Run:
     if device.type == "cuda":
         device = torch.device("cuda", torch.cuda.current_device())
     check_layout(cfg, family)
+    check_logging_packages(cfg.logging)
     ckpt_dir = Path(cfg.checkpoint.dir or Path(cfg.run_dir) / "checkpoints")
     dataset = make_dataset(cfg.data, cfg.model.vocab_size, tc.seed)
     resume = latest_checkpoint(ckpt_dir) if ckpt_dir.exists() else None
@@ -272,7 +273,9 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
         flops = family.flops_per_token(cfg.model, cfg.data.seq_len)
-        logger = ProgressLogger(cfg.logging, run_dir, flops, run.device, tc.max_steps, d.world_size, step)
+        logger = ProgressLogger(
+            cfg.logging, run_dir, flops, run.device, tc.max_steps, d.world_size, step, dataclasses.asdict(cfg)
+        )
         n_params = sum(p.numel() for p in model.parameters())
         print(
             f"training {n_params:,} parameters (this rank) on {run.device} ({run.dtype}), world size "
@@ -280,7 +283,7 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
             flush=True,
         )
     meta = {"model": dataclasses.asdict(cfg.model), "schedule": schedule_of(tc)}
-    records = []
+    records, path = [], run.resume
     while step < tc.max_steps:
         # One optimizer step: forward/backward over the global batch, clip, update, report, maybe save.
         loss_sum, num_tokens = forward_backward(run, consumed)
@@ -305,5 +308,6 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
                 print(f"saved checkpoint {path} in {time.perf_counter() - t0:.1f}s", flush=True)
                 logger.last_time = time.perf_counter()  # the save is not part of the next step's time
     if leader:
+        print(logger.summary(path), flush=True)
         logger.close()
     return records
