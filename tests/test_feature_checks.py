@@ -33,7 +33,7 @@ def _spec(slug):
         "04-moe-plus-plus": "moepp_expert_mix_reference",
     }[slug]
     outputs = (lambda out: list(out)) if slug == "04-moe-plus-plus" else (lambda out: [out])
-    tol = {torch.float32: 1e-4, torch.bfloat16: 3e-2} if slug == "03-diff-attention" else {torch.float32: 1e-4}
+    tol = {torch.float32: 1e-4, torch.bfloat16: 8e-2} if slug == "03-diff-attention" else {torch.float32: 1e-4}
     return feature_check.OpSpec(getattr(m, ref), m.make_inputs, tol, outputs), m
 
 

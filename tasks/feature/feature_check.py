@@ -11,6 +11,7 @@ has three parts, each printing one `FAIL: <reason>` line per failed condition:
   (c) liveness: `verify.sh` run twice with no extra arguments (the base configuration, same seed) gives the noise
       envelope; with "enable" the losses leave it, with "disable" they stay inside it (the switch is off by
       default and turning it off restores the base path).
+(b) and (c) run only once (a) passes: they take minutes, and the verdict is already FAIL otherwise.
 A workspace that cannot be run is the agent's FAIL; a bug here is a traceback, which the harness reports as ERROR.
 Checkers run with the harness's Python (torch installed); the provided scripts run with the workspace's.
 """
@@ -249,7 +250,10 @@ def main(spec: OpSpec) -> int:
         op, problems = import_op(a.workspace, feature["op"])
         if op is not None:
             problems += check_op(op, spec)
-        problems += check_training(a.workspace, a.framework, feature, a.timeout_s)
+    if problems:  # training takes minutes; a verdict already FAIL does not wait for it
+        problems.append("training and liveness: not checked, since the op check failed")
+    else:
+        problems = check_training(a.workspace, a.framework, feature, a.timeout_s)
     for line in problems:
         print(f"FAIL: {line}")
     if not problems:

@@ -1,5 +1,7 @@
 """feature-03 Differential attention: the agent's differential_attention against reference.py (forward and
-gradients, lambda vectors and norm weight included), then training and liveness (feature_check.py)."""
+gradients, lambda vectors and norm weight included), then training and liveness (feature_check.py). float32 is
+the sharp check (1e-4); bf16 inputs allow 8e-2, since the lambda gradients sum whole attention maps in bf16
+(a correct SDPA-based gold measured up to 3.6e-2)."""
 
 import sys
 from pathlib import Path
@@ -24,4 +26,4 @@ def make_inputs(gen, dtype):
 
 
 if __name__ == "__main__":
-    sys.exit(main(OpSpec(differential_attention_reference, make_inputs, {torch.float32: 1e-4, torch.bfloat16: 3e-2})))
+    sys.exit(main(OpSpec(differential_attention_reference, make_inputs, {torch.float32: 1e-4, torch.bfloat16: 8e-2})))
