@@ -27,7 +27,7 @@ from pathlib import Path
 from ate_bench import agents
 from ate_bench.gpu import gpu_inventory
 from ate_bench.procs import run_process_tree
-from ate_bench.runner import BASE_ENV, _minimal_env, host_info, run_checker
+from ate_bench.runner import BASE_ENV, _minimal_env, host_info, run_checker, script_logs
 from ate_bench.tasks import TaskError, TaskSpec, load_tasks, task_ids
 from ate_bench.workspace import Workspace, materialize, repo_state, resolve_mode, tree_sha256
 
@@ -244,6 +244,9 @@ def validate_row(
             gold_message = message
         answer = log_dir / "answer.md"
         answer.write_text(message)
+        unclosed = script_logs(ws.path)["without_exit_time"]
+        if unclosed:  # the provided scripts' trap must close every log (active GPU time is read from them)
+            notes.append(f"{len(unclosed)} provided-script log(s) without an exit-time line: {', '.join(unclosed)}")
         verdict = run_checker(task, framework, ws.path, answer, log_dir, profile)
         changed = spaces.done(ws, held)
         if changed:

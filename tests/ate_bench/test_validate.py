@@ -55,6 +55,7 @@ def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
     assert "fabricated" in cells[("qa-02", "", "fabricated.md")]["reasons"][0]
     assert "does not exist" in cells[("qa-02", "", "shifted")]["reasons"][0]
     assert cells[("operate-01", "smoke", "edited-train.sh")]["reasons"] == ["train.sh was modified or removed"]
+    assert cells[("operate-01", "smoke", "gold")]["reasons"] == []  # its train.sh log is closed by exit-time
     # Profiles this machine cannot run are cells "not run", with the reason, never passed.
     for profile, n in (("gpu1", 1), ("paper", 8)):
         cell = cells[("operate-01", profile, "gold")]
@@ -94,6 +95,9 @@ def test_error_is_never_as_expected_and_read_only_workspaces_are_watched(tmp_pat
 def test_unrunnable_cells_are_not_run_and_the_rest_still_runs(tmp_path):
     tasks = tmp_path / "tasks"
     shutil.copytree(TOY_TASKS, tasks)
+    # A provided script whose log is never closed: reported on the cells that ran it.
+    train = tasks / "operate" / "toy-train" / "prepare" / "smoke" / "pithtrain" / "train.sh"
+    train.write_text(train.read_text().replace("trap ", "# trap "))
     toml = tasks / "operate" / "toy-train" / "task.toml"
     toml.write_text(toml.read_text() + '[unrunnable]\n"pithtrain/smoke" = "needs CUDA here"\n')
     code, rec = _validate(tmp_path, tasks, "operate-01")
@@ -103,6 +107,8 @@ def test_unrunnable_cells_are_not_run_and_the_rest_still_runs(tmp_path):
     assert cells[("operate-01", "smoke", "gold")]["reasons"] == ["unrunnable in task.toml: needs CUDA here"]
     assert cells[("operate-01", "smoke", "noop")]["verdict"] == "FAIL"
     assert cells[("operate-01", "smoke", "edited-train.sh")]["verdict"] == "FAIL"
+    (note,) = [r for r in cells[("operate-01", "smoke", "edited-train.sh")]["reasons"] if "exit-time" in r]
+    assert note.startswith("1 provided-script log(s) without an exit-time line: artifacts/train-")
 
 
 def test_validate_says_when_nothing_matches(tmp_path, capsys):
