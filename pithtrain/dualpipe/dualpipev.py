@@ -9,10 +9,12 @@ pairs one micro-batch's forward with another's backward (F0+B1, F1+B0) and runs 
 stage by stage (overlap.py), so that the dispatch/combine of one hides under the compute of the other.
 Every forward runs staged (its graph cut at stage boundaries), paired or not, so any backward can be too.
 Weight-gradient deferral (zero bubble): some backward passes compute only the input gradient, to unblock
-the previous stage sooner, and queue the weight gradient for the `W` slots that would otherwise be
-bubbles. It runs as a second autograd pass per stage, restricted to the chunk's weights. FSDP reduces
-gradients from hooks that fire with the input gradient, so under FSDP the weight gradient is computed at
-once (`defer_weight_grads` is then False).
+the previous stage sooner, and queue the weight gradient for the weight-gradient slots that would otherwise
+be bubbles. It runs as a second autograd pass per stage, restricted to the weights the stage's graph holds
+(overlap.backward_input_grads). Under FSDP those are its unsharded parameters: FSDP's backward hooks fire in
+both passes, gather the weights again for the second where they were resharded, and reduce-scatter the
+gradients once the second pass has accumulated them (tests/test_dualpipe_fsdp_defer.py checks every gradient
+against one process).
 
 Pipeline messages travel on one process group per (neighbour pair, channel) (contexts/distributed.py),
 so each channel is a FIFO in micro-batch order and no channel can block another.
@@ -74,15 +76,7 @@ class DualPipeV:
         self.boundary_shape = boundary_shape
         self.defer_weight_grads = defer_weight_grads
         self.rank, self.size = distributed.pp_rank, distributed.pp_size
-        self.chunk_params = [self._params(c) for c in chunks]
         self.streams = make_streams(device)
-
-    def _params(self, chunk: Chunk) -> list[torch.nn.Parameter]:
-        m = self.model
-        modules = [m.model.layers[str(i)] for i in chunk.layer_ids]
-        modules += [m.model.embed_tokens] if chunk.has_embed else []
-        modules += [m.model.norm, m.lm_head] if chunk.has_head else []
-        return [p for mod in modules for p in mod.parameters()]
 
     # ---- point to point: (channel, pair index) names a group; see contexts/distributed.py ----
     def _peer(self, pair: int) -> int:
@@ -150,7 +144,7 @@ class DualPipeV:
         saved = state.saved.pop(mb)
         defer = defer and self.defer_weight_grads
         if defer and saved.inputs is not None:
-            self.weight_queue.append(backward_input_grads(saved.segments, grad, self.chunk_params[phase]))
+            self.weight_queue.append(backward_input_grads(saved.segments, grad))
         elif defer:  # the embedding chunk sends nothing upstream: its whole backward can wait
             self.weight_queue.append(lambda: drain(staged_backward(saved.segments, grad)))
         else:
@@ -165,8 +159,8 @@ class DualPipeV:
             self._send("bwd0", r - 1, saved.inputs.grad)
 
     def _weight(self) -> None:
-        assert self.weight_queue or not self.defer_weight_grads, "a W slot with no deferred weight gradient"
-        if self.weight_queue:  # without deferral (under FSDP) the W slots are empty
+        assert self.weight_queue or not self.defer_weight_grads, "a weight-gradient slot with no deferred work"
+        if self.weight_queue:  # without deferral the weight-gradient slots are empty
             self.weight_queue.popleft()()
 
     def step(self, input_ids, labels, position_ids, aux_loss_scale: float, num_tokens: int, dtype) -> torch.Tensor:
@@ -181,49 +175,49 @@ class DualPipeV:
         self.handoff_fwd, self.handoff_bwd = {}, {}
         self.weight_queue, self.pending_sends = deque(), []
         self.loss_sum = torch.zeros((), device=self.device)
-        W = self._weight
+        wgrad = self._weight  # one queued weight gradient
 
-        def F(phase):  # a forward alone
+        def fwd(phase):  # a forward alone
             drain(self._forward(phase, self._wait(self._forward_input(phase))))
 
-        def B(phase, defer):  # a backward alone
+        def bwd(phase, defer):  # a backward alone
             drain(self._backward(phase, self._wait(self._backward_input(phase)), defer))
 
-        def FB(f_phase, b_phase):  # a forward and a backward, stage by stage (overlap.py)
+        def fwd_bwd(f_phase, b_phase):  # a forward and a backward, stage by stage (overlap.py)
             f_in, b_in = self._forward_input(f_phase), self._backward_input(b_phase)
             x, grad = self._wait(f_in), self._wait(b_in)
             overlap(self._forward(f_phase, x), self._backward(b_phase, grad, defer=False), self.streams)
 
         # 1. Warm-up: phase-0 forwards fill the pipe below this rank.
         for _ in range(2 * (P - r - 1)):
-            F(0)
+            fwd(0)
         # 2. Both phases' forwards alternate until phase 1 reaches this rank.
         for _ in range(r + 1):
-            F(0)
-            F(1)
+            fwd(0)
+            fwd(1)
         # 3. First phase-1 backwards; their weight gradients fill the next bubble.
         for _ in range(P - r - 1):
-            B(1, defer=True)
-            W()
-            F(1)
+            bwd(1, defer=True)
+            wgrad()
+            fwd(1)
         # 4. Steady state: one micro-batch's forward paired with another's backward, both phases.
         for _ in range(N - 2 * P + r + 1):
-            FB(0, 1)
-            FB(1, 0)
+            fwd_bwd(0, 1)
+            fwd_bwd(1, 0)
         # 5. Phase 0 has no forwards left.
         for _ in range(P - r - 1):
-            B(1, defer=False)
-            FB(1, 0)
+            bwd(1, defer=False)
+            fwd_bwd(1, 0)
         # 6. Only backwards remain; the last r + 1 of them defer their weight gradients.
         for i in range(2 * (r + 1)):
-            B(1 - i % 2, defer=i >= r + 1)
+            bwd(1 - i % 2, defer=i >= r + 1)
         # 7. Weight gradients fill the gaps between the last phase-0 backwards.
         for _ in range(P - r - 1):
-            W()
-            B(0, defer=True)
+            wgrad()
+            bwd(0, defer=True)
         # 8. Drain the weight-gradient queue.
         while self.weight_queue:
-            W()
+            wgrad()
 
         for work, _ in self.pending_sends:
             work.wait()

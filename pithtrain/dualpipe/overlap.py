@@ -72,19 +72,19 @@ def staged_forward(model, chunk, x, ids_BS, pos_BS, labels_BS, aux_loss_scale, n
     segments: list[Segment] = []
     autocast = torch.autocast(ids_BS.device.type, dtype=dtype, enabled=dtype != torch.float32)
     cos, sin = model.rope(ids_BS, pos_BS)
-    h_BSD = x
+    x_BSD = x
     if chunk.has_embed:
         yield "compute"
-        (h_BSD,) = _cut(segments, "compute", [], [model.model.embed_tokens(ids_BS)])
+        (x_BSD,) = _cut(segments, "compute", [], [model.model.embed_tokens(ids_BS)])
     for i in chunk.layer_ids:
         layer = model.model.layers[str(i)]
         yield "compute"
         with autocast:
-            r_BSD, n_TD, topk_ids_TK, topk_w_TK = layer.forward_stage1(h_BSD, cos, sin, aux_loss_scale)
-        if not layer.is_moe:  # a dense layer (models.DecoderLayer) is one segment
-            (h_BSD,) = _cut(segments, "compute", [h_BSD], [r_BSD])
+            h_BSD, n_TD, topk_ids_TK, topk_w_TK = layer.forward_stage1(x_BSD, cos, sin, aux_loss_scale)
+        if not layer.is_moe:  # a dense layer (models.DecoderLayer) is one segment: stage 1 returns its output
+            (x_BSD,) = _cut(segments, "compute", [x_BSD], [h_BSD])
             continue
-        r_BSD, n_TD, topk_w_TK = _cut(segments, "compute", [h_BSD], [r_BSD, n_TD, topk_w_TK])
+        h_BSD, n_TD, topk_w_TK = _cut(segments, "compute", [x_BSD], [h_BSD, n_TD, topk_w_TK])
         yield "comm"
         with autocast:
             x_ND, tokens_per_expert_E, plan = dispatch(n_TD, topk_ids_TK, layer.num_experts)
@@ -101,13 +101,13 @@ def staged_forward(model, chunk, x, ids_BS, pos_BS, labels_BS, aux_loss_scale, n
         (y_TKD,) = _cut(segments, "comm", [y_ND], [y_TKD])
         yield "compute"
         with autocast:
-            out_BSD = layer.forward_stage5(r_BSD, y_TKD, topk_w_TK)
-        (h_BSD,) = _cut(segments, "compute", [r_BSD, y_TKD, topk_w_TK], [out_BSD])
+            out_BSD = layer.forward_stage5(h_BSD, y_TKD, topk_w_TK)
+        (x_BSD,) = _cut(segments, "compute", [h_BSD, y_TKD, topk_w_TK], [out_BSD])
     if chunk.has_head:
         yield "compute"
         with autocast:
-            loss = model.loss_sum(h_BSD, labels_BS) / num_tokens
-        segments.append(Segment("compute", [h_BSD] if h_BSD.requires_grad else [], [loss], None))
+            loss = model.loss_sum(x_BSD, labels_BS) / num_tokens
+        segments.append(Segment("compute", [x_BSD] if x_BSD.requires_grad else [], [loss], None))
         return loss, segments
     assert segments, "a chunk with neither layers nor embedding/head"
     segments[-1].leaves = None  # the last stage's output leaves the chunk as it is
@@ -137,9 +137,9 @@ def staged_backward(segments: list[Segment], grad: torch.Tensor | None, streams:
         segment.outputs, segment.leaves = [], []  # free this stage's graph and gradients now
 
 
-def backward_input_grads(segments: list[Segment], grad: torch.Tensor, params: list[torch.nn.Parameter]):
+def backward_input_grads(segments: list[Segment], grad: torch.Tensor):
     """Weight-gradient deferral on a cut graph: every stage's input gradients now (down to the chunk input),
-    keeping the graphs; returns the function that later computes the weight gradients of `params`."""
+    keeping the graphs; returns the function that later computes the weight gradients."""
     for segment in reversed(segments):
         outputs, grads = _grads(segment, grad)
         if outputs and segment.inputs:
@@ -148,10 +148,32 @@ def backward_input_grads(segments: list[Segment], grad: torch.Tensor, params: li
     def weight_grads():
         for segment in reversed(segments):
             outputs, grads = _grads(segment, grad)
-            if outputs:
-                torch.autograd.backward(outputs, grads, inputs=params)
+            weights = _weights(outputs, segment.inputs)
+            if outputs and weights:
+                torch.autograd.backward(outputs, grads, inputs=weights)
+            segment.outputs, segment.leaves = [], []  # free this stage's graph and gradients now
 
     return weight_grads
+
+
+def _weights(outputs: list[torch.Tensor], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaves of the outputs' graph other than the stage's inputs: the weights as the forward used them. Under
+    FSDP those are its unsharded parameters, not the modules' sharded ones (which are not in the graph), and their
+    gradients are what FSDP's backward hooks reduce."""
+    stage_inputs = {id(t) for t in inputs}
+    stack, seen, weights = [o.grad_fn for o in outputs], set(), []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        leaf = getattr(node, "variable", None)  # an AccumulateGrad node
+        if leaf is not None:
+            if id(leaf) not in stage_inputs:
+                weights.append(leaf)
+            continue
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return weights
 
 
 def drain(job) -> None:
