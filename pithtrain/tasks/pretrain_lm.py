@@ -120,7 +120,11 @@ def make_model(cfg: PretrainLMCfg, family, device: torch.device):
         model = family.model_class(cfg.model)
     split = pipeline_layer_split(cfg.model.num_hidden_layers, distributed.pp_size)
     r, last = distributed.pp_rank, 2 * distributed.pp_size - 1
-    chunks = (Chunk(split[r], r == 0, False), Chunk(split[last - r], False, r == 0))
+    # Rank 0 holds the embedding (its phase-0 chunk) and the head (its phase-1 chunk, the V's last layers).
+    chunks = (
+        Chunk(split[r], has_embed=r == 0, has_head=False),
+        Chunk(split[last - r], has_embed=False, has_head=r == 0),
+    )
     keep = {str(i) for c in chunks for i in c.layer_ids}
     model.model.layers = torch.nn.ModuleDict({k: v for k, v in model.model.layers.items() if k in keep})
     if r != 0:
