@@ -252,3 +252,17 @@ def test_throughput_spec_loads_in_the_driver(tmp_path):
     path.write_text(json.dumps(run_spec))
     loaded = load_driver().load_bench_spec(str(path), world_size=2)
     assert loaded["ep"] == 2 and loaded["balanced_routing"] and loaded["rms_norm_eps"] == 1e-6
+
+
+def test_batches_are_made_before_the_first_step_one_per_step():
+    """Every step's ids exist before the loop (benchmarks/synthetic.py); each rank its own; labels shifted by one."""
+    driver = load_driver()
+    spec = dict(TINY_SPEC, warmup_steps=2, timed_steps=3)
+    ranks = [list(driver.make_batches(spec, "cpu", dp_rank)) for dp_rank in (0, 1)]
+    assert len(ranks[0]) == 5
+    batch = ranks[0][0]
+    assert batch["input_ids"].shape == batch["labels"].shape == (spec["sequences_per_gpu"], spec["seq_len"])
+    assert torch.equal(batch["input_ids"][:, 1:], batch["labels"][:, :-1])
+    assert int(batch["labels"].max()) < spec["vocab_size"]
+    assert not torch.equal(ranks[0][0]["input_ids"], ranks[1][0]["input_ids"])
+    assert not torch.equal(ranks[0][0]["input_ids"], ranks[0][1]["input_ids"])
