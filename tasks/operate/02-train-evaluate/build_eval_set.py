@@ -22,7 +22,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "data"
 SHIPPED = Path("examples/data/tiny")
-ITEMS = 200
+ITEMS = 100
 CONTEXT_CHARS, CONTINUATION_CHARS = 240, 80
 SEED = 2026
 

@@ -8,8 +8,10 @@ sequence, top_k) from the provided config; ids in [0, experts), distinct per tok
 Real routing (pithtrain): step 1's forward runs on the provided weights (no update has happened yet), so
 the checker rebuilds step 1's batch from the provided config and data with this repository's pithtrain
 (never the agent's edited copy), runs the model up to the first MoE layer's router, and requires the same
-expert set for at least AGREE of the tokens and matching weights on those. A random trace agrees on about
-1 / C(experts, top_k) of the tokens.
+expert set for at least AGREE of the tokens and matching weights on those; a random trace agrees on about
+1 / C(experts, top_k) of the tokens. It runs the run's micro-batches, so that on a GPU bf16 rounds as in the run.
+On gpu1 the weights are the workspace's `checkpoint/`, written by the provided make_checkpoint.py (too large to
+ship).
 """
 
 import sys
@@ -83,19 +85,21 @@ def first_layer_routing(ws: Path, config: Path, checkpoint: Path):
     model.to(device).eval()
     dataset = make_dataset(cfg.data, cfg.model.vocab_size, tc.seed)  # data.path is relative to the workspace (cwd)
     ids_BS, _ = get_batch(dataset, ResumableSampler(len(dataset), tc.seed, shuffle=True), 0, tc.global_batch_size)
-    ids_BS = ids_BS.to(device)
     autocast = device == "cuda" and tc.precision != "fp32"
-    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
-        cos, sin = model.rope(ids_BS)
-        h = model.model.embed_tokens(ids_BS)
-        for layer in model.model.layers.values():
-            if layer.is_moe:
-                _, _, topk_ids_TK, topk_w_TK = layer.forward_stage1(h, cos, sin)
-                break
-            h = layer(h, cos, sin)
-    w = topk_w_TK.float()
-    B, S = ids_BS.shape
-    return topk_ids_TK.view(B, S, -1).cpu().numpy(), (w / w.sum(-1, keepdim=True)).view(B, S, -1).cpu().numpy()
+    ids, weights = [], []
+    for mb_BS in ids_BS.to(device).split(tc.micro_batch_size):  # the run's shapes, so bf16 rounds the same way
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+            cos, sin = model.rope(mb_BS)
+            h = model.model.embed_tokens(mb_BS)
+            for layer in model.model.layers.values():
+                if layer.is_moe:
+                    _, _, topk_ids_TK, topk_w_TK = layer.forward_stage1(h, cos, sin)
+                    break
+                h = layer(h, cos, sin)
+        w = topk_w_TK.float()
+        ids.append(topk_ids_TK.view(*mb_BS.shape, -1).cpu())
+        weights.append((w / w.sum(-1, keepdim=True)).view(*mb_BS.shape, -1).cpu())
+    return torch.cat(ids).numpy(), torch.cat(weights).numpy()
 
 
 def agreement_failures(trace_ids, trace_w, want_ids, want_w, tol: float) -> list[str]:
@@ -129,6 +133,8 @@ def main() -> int:
     traces = load_traces(ws, shape, m["n_routed_experts"], failures)
     if traces is not None and args.framework == "pithtrain":
         checkpoint = oc.provided(task_dir, args.profile, args.framework, "checkpoint")
+        if not any(checkpoint.glob("*.safetensors")):  # gpu1: make_checkpoint.py wrote the weights in the workspace
+            checkpoint = ws / "checkpoint"
         want_ids, want_w = first_layer_routing(ws, config, checkpoint)
         failures += agreement_failures(traces[0][0][0], traces[0][1][0], want_ids, want_w, WEIGHT_TOL[args.profile])
     return oc.finish(failures)

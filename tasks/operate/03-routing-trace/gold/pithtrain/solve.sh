@@ -9,5 +9,6 @@ case "$ATE_PROFILE" in
   *) echo "unknown ATE_PROFILE '$ATE_PROFILE'" >&2; exit 2 ;;
 esac
 export PYTHONPATH="$PWD"  # the workspace's pithtrain, also for the script run from $GOLD_DIR
+if [ "$ATE_PROFILE" = gpu1 ]; then python make_checkpoint.py; fi
 python -m pithtrain convert hf-to-pithtrain --source checkpoint --output artifacts/init
 "${LAUNCH[@]}" "$GOLD_DIR/trace_routing.py" routing.toml --set checkpoint.init_from=artifacts/init
