@@ -1,4 +1,4 @@
-"""The operate tasks' checker pieces on small synthetic inputs: each condition passes the right input and fails a wrong one.
+"""The operate tasks' checker pieces on small synthetic inputs: each condition passes a right input, fails a wrong one.
 
 The checkers end to end (gold PASS, noop and wrong cases FAIL) are proven by `python -m ate_bench validate`.
 """

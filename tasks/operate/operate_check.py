@@ -59,7 +59,7 @@ def read_log(workspace: Path, name: str, failures: list[str]) -> str | None:
     """The newest `name` log's text, or None with the reason added to failures (no log, no exit-time)."""
     log = newest_log(workspace, name)
     if log is None:
-        failures.append(f"no artifacts/{name}-<YYYYMMDD-HHMMSS>.log: run the provided {name}.sh")
+        failures.append(f"no artifacts/{name}-<YYYYMMDD-HHMMSS>.log: {name}.sh did not run")
         return None
     text = ANSI.sub("", log.read_text(errors="replace"))
     if not EXIT_TIME.search(text):

@@ -4,7 +4,7 @@
 set -euo pipefail
 case "$ATE_PROFILE" in
   smoke | gpu1) CORPUS=data/corpus.jsonl; export NPROC=1 ;;
-  paper) CORPUS=data/dclm-shard.jsonl; export NPROC=8 ;;
+  paper) bash fetch.sh; CORPUS=data/dclm-shard.jsonl; export NPROC=8 ;;
   *) echo "unknown ATE_PROFILE '$ATE_PROFILE'" >&2; exit 2 ;;
 esac
 python -m pithtrain tokenize "$CORPUS" --tokenizer data/tokenizer --output artifacts/tokens

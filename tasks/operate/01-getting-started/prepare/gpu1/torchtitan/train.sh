@@ -1,0 +1,1 @@
+../../smoke/torchtitan/train.sh

@@ -1,0 +1,1 @@
+../../smoke/megatron-lm/train.sh

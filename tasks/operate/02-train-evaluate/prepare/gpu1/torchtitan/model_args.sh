@@ -1,0 +1,1 @@
+../../../../01-getting-started/prepare/gpu1/torchtitan/model_args.sh

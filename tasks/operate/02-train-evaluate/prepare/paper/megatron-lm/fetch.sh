@@ -1,0 +1,1 @@
+../pithtrain/fetch.sh

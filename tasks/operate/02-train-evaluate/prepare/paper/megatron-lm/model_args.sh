@@ -1,0 +1,1 @@
+../../../../01-getting-started/prepare/paper/megatron-lm/model_args.sh

@@ -1,0 +1,1 @@
+../../smoke/pithtrain/evaluate.sh

@@ -1,0 +1,1 @@
+../pithtrain/make_checkpoint.py

@@ -1,0 +1,1 @@
+../../../../01-getting-started/prepare/paper/torchtitan/model_args.sh

@@ -1,0 +1,1 @@
+../../../../01-getting-started/prepare/smoke/megatron-lm/model_args.sh

@@ -1,0 +1,1 @@
+../../../../01-getting-started/prepare/smoke/torchtitan/model_args.sh

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The four operate tasks' gold solutions on pithtrain, gpu1 profile (one H200), each proven by its checker: the one
+# GPU call that validates them. From the repository root on the GPU machine:
+#   bash tasks/operate/gpu1_golds.sh            (about 5 minutes; writes $OUT/gpu1_golds.json and $OUT/gpu1_golds.log)
+# Each task gets a fresh workspace as the harness makes one for pithtrain (this tree without ate_bench/, tasks/,
+# tests/, results/), the task's prepare/gpu1/pithtrain/ files, then its gold (ATE_PROFILE=gpu1) and check.py; the
+# untouched workspace (noop) must FAIL. The wrong cases are left to `python -m ate_bench validate`: two of them
+# re-run a gold, which the call's time does not allow. A gold is stopped when the call's budget runs out.
+set -uo pipefail
+REPO=$(pwd)
+OUT=${OUT:-$REPO/results/ate/validation}
+BUDGET_S=${BUDGET_S:-330}
+mkdir -p "$OUT"
+LOG="$OUT/gpu1_golds.log"
+ROWS=$(mktemp)
+WORK=$(mktemp -d /tmp/gpu1-golds.XXXX)
+START=$(date +%s)
+if ! command -v python >/dev/null; then  # the GPU image has python3 only; provided scripts call `python`
+  mkdir -p "$WORK/bin" && ln -s "$(command -v python3)" "$WORK/bin/python" && export PATH="$WORK/bin:$PATH"
+fi
+{ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -c 'import torch; print("torch", torch.__version__)'; } >>"$LOG" 2>&1
+
+workspace() {  # $1: task dir -> a fresh workspace path on stdout
+  local ws
+  ws=$(mktemp -d "$WORK/ws.XXXX")
+  tar -C "$REPO" --exclude=./.git --exclude=./ate_bench --exclude=./tasks --exclude=./tests --exclude=./results \
+    --exclude=./.nox --exclude=./.venv --exclude=./.whl -cf - . | tar -xf - -C "$ws"
+  cp -rL "$1/prepare/gpu1/pithtrain/." "$ws/"
+  echo "$ws"
+}
+
+check() {  # $1 task dir, $2 workspace, $3 case, $4 expected, $5 seconds the case ran -> one row
+  local out rc
+  out=$(cd "$2" && python3 "$1/check.py" --workspace "$2" --framework pithtrain --answer /dev/null --profile gpu1 2>>"$LOG")
+  rc=$?
+  echo "$out" | sed "s|^|[$(basename "$1") $3 check] |" >>"$LOG"
+  python3 - "$(basename "$1")" "$3" "$4" "$rc" "$5" "$out" >>"$ROWS" <<'PY'
+import json, sys
+task, case, expected, rc, seconds, out = sys.argv[1:]
+verdict = "PASS" if rc == "0" and "PASS" in out.splitlines() else "FAIL" if rc in ("0", "1") else "ERROR"
+reasons = [l[len("FAIL: "):] for l in out.splitlines() if l.startswith("FAIL: ")]
+print(json.dumps({"task": task, "framework": "pithtrain", "profile": "gpu1", "case": case, "expected": expected,
+                  "verdict": verdict, "reasons": reasons, "seconds": float(seconds)}))
+PY
+}
+
+for task in "$REPO"/tasks/operate/0[1-4]-*/; do
+  task=${task%/}
+  ws=$(workspace "$task")
+  check "$task" "$ws" noop FAIL 0
+  rm -rf "$ws"
+  left=$((BUDGET_S - ($(date +%s) - START)))
+  ws=$(workspace "$task")
+  t0=$(date +%s)
+  echo "=== $(basename "$task") gold (budget left ${left}s)" >>"$LOG"
+  (cd "$ws" && ATE_PROFILE=gpu1 GOLD_DIR="$task/gold/pithtrain" timeout -k 10 "$((left > 20 ? left : 20))" \
+    bash "$task/gold/pithtrain/solve.sh") >>"$LOG" 2>&1
+  echo "=== $(basename "$task") gold exit $? after $(($(date +%s) - t0))s" >>"$LOG"
+  check "$task" "$ws" gold PASS "$(($(date +%s) - t0))"
+  rm -rf "$ws"
+done
+
+python3 - "$ROWS" "$OUT/gpu1_golds.json" "$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)" <<'PY'
+import json, platform, sys, time
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+record = {"schema": "operate-gpu1-golds-1", "commit": sys.argv[3], "host": platform.node(),
+          "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": rows,
+          "all_as_expected": all(r["verdict"] == r["expected"] for r in rows)}
+open(sys.argv[2], "w").write(json.dumps(record, indent=1) + "\n")
+for r in rows:
+    print(f"{r['task']:22} {r['case']:5} {r['verdict']:5} (expected {r['expected']}) {r['seconds']:.0f}s {r['reasons'][:2]}")
+print("all as expected" if record["all_as_expected"] else "NOT all as expected")
+PY
+rm -rf "$WORK" "$ROWS"
