@@ -15,7 +15,9 @@ from pithtrain.dualpipe.overlap import _weights
 from pithtrain.tasks import pretrain_lm
 from pithtrain.tasks.pretrain_lm import load_pretrain_cfg
 
-PP2xEP2 = ["distributed.pipeline_parallel_size=2", "distributed.expert_parallel_size=2"]
+# 8 sequences: 4 micro-batches per pipeline, the fewest DualPipeV takes on PP2, which still defers on every rank.
+BATCH = ["training.global_batch_size=8"]
+PP2xEP2 = [*BATCH, "distributed.pipeline_parallel_size=2", "distributed.expert_parallel_size=2"]
 
 
 def test_weights_are_the_leaves_the_forward_used_not_the_modules_parameters():
@@ -62,7 +64,7 @@ def grads_with_deferral(rank, world_size, config, overrides):
 )
 def test_deferred_weight_grads_under_fsdp_match_one_process(family, tmp_path):
     config = write_config(tmp_path, "defer", family)
-    reference = step_one_grads(config, [f'run_dir="{tmp_path}/reference"'])
+    reference = step_one_grads(config, [*BATCH, f'run_dir="{tmp_path}/reference"'])
     results = run_in_processes(grads_with_deferral, 4, config, PP2xEP2, timeout_s=300)
     for _, deferred in results:
         assert deferred and all(n > 0 for n in deferred), deferred  # every slot ran a queued weight gradient
