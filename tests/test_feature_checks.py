@@ -4,6 +4,9 @@ liveness checks tell a live switch from a dead one, with fake provided scripts."
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
 import sys
 import textwrap
 
@@ -152,3 +155,48 @@ def test_feature_json_is_validated(tmp_path):
     (tmp_path / "artifacts" / "feature.json").write_text(json.dumps({"op": "no colon", "enable": "x", "disable": []}))
     _, problems = feature_check.load_feature_json(tmp_path)
     assert len(problems) == 2
+
+
+def _mini_workspace(tmp_path, profile):
+    """The file the golds patch and the profile's provided scripts: enough for a gold or a near miss to apply."""
+    ws = tmp_path / "ws"
+    (ws / "pithtrain" / "models").mkdir(parents=True)
+    shutil.copy(REPO / "pithtrain" / "models" / "deepseek_v2.py", ws / "pithtrain" / "models")
+    shutil.copytree(FEATURE / "provided" / profile / "pithtrain", ws, dirs_exist_ok=True)
+    return ws
+
+
+@pytest.mark.parametrize("script", sorted(FEATURE.glob("*/wrong/pithtrain/*.sh")), ids=lambda p: p.stem)
+def test_near_miss_scripts_break_their_gold(tmp_path, script):
+    """Each wrong script applies its gold and changes exactly one spot of it (break_gold.py), so a gold that drifts
+    from its near misses fails here, not silently in the slow validation."""
+    ws = _mini_workspace(tmp_path, "smoke")
+    env = {**os.environ, "GOLD_DIR": str(script.parent), "ATE_PROFILE": "smoke"}
+    subprocess.run(["bash", str(script)], cwd=ws, env=env, check=True, capture_output=True)
+    gold = _mini_workspace(tmp_path / "gold", "smoke")
+    gold_dir = script.parent.parent.parent / "gold" / "pithtrain"
+    env["GOLD_DIR"] = str(gold_dir)
+    subprocess.run(["bash", str(gold_dir / "solve.sh")], cwd=gold, env=env, check=True, capture_output=True)
+    broken, right = ((w / "pithtrain/models/deepseek_v2.py").read_text().splitlines() for w in (ws, gold))
+    assert len(broken) <= len(right) and sum(a != b for a, b in zip(broken, right)) >= 1
+    feature = [json.loads((w / "artifacts/feature.json").read_text()) for w in (ws, gold)]
+    assert feature[0] == feature[1]
+
+
+def test_break_gold_refuses_a_string_the_gold_lacks(tmp_path):
+    ws = _mini_workspace(tmp_path, "smoke")
+    patch = FEATURE / "02-dynmoe" / "gold" / "pithtrain" / "dynmoe.patch"
+    done = subprocess.run(
+        [sys.executable, str(FEATURE / "break_gold.py"), str(patch), "no such line", "x"],
+        cwd=ws, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1 and "occurs 0 times" in done.stderr and "update the wrong case" in done.stderr
+
+
+@pytest.mark.parametrize("profile, block", [("smoke", 16), ("gpu1", 256)])
+def test_moba_gold_cuts_the_profile_sequence_into_8_blocks(tmp_path, profile, block):
+    ws = _mini_workspace(tmp_path, profile)
+    gold_dir = FEATURE / "01-moba" / "gold" / "pithtrain"
+    env = {**os.environ, "GOLD_DIR": str(gold_dir), "ATE_PROFILE": profile}
+    subprocess.run(["bash", str(gold_dir / "solve.sh")], cwd=ws, env=env, check=True, capture_output=True)
+    assert f"model.moba_block_size={block}" in json.loads((ws / "artifacts/feature.json").read_text())["enable"]

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The feature tasks' gpu1 cells on one H200, in one command from the repository root (python3 with torch, no network,
+# no nox):
+#   bash tasks/feature/gpu1_golds.sh
+# Runs `python3 -m ate_bench validate --tasks 'feature-*' --frameworks pithtrain --profiles gpu1` as two calls side by
+# side (feature-01/03 and feature-02/04: each gold's checker trains five times, 20 runs in all, and two 40 GB runs
+# share the GPU), both inside BUDGET_S (default 330 s), then leaves two files under $OUT: feature-gpu1/<stamp>.json
+# (the two records merged: cells, summary) and feature-gpu1.log (both consoles), and prints a table last.
+# The harness makes pithtrain's workspaces with `git archive HEAD`: a tree that travelled without .git is committed
+# in a copy first (PITH_GIT_COMMIT, if set, names the commit it came from; the record keeps it as travelled_commit).
+# DRY=1 (any machine, no GPU needed): apply each gold to a copy of the tree, load feature-gpu1.toml with the gold's
+# "enable" arguments and build the model on the meta device (parameter count), then run the validate plumbing, whose
+# gpu1 cells come back "not run" on a machine without a GPU.
+set -uo pipefail
+OUT=${OUT:-/tmp/feature-gpu1-out}
+BUDGET_S=${BUDGET_S:-330}
+DRY=${DRY:-0}
+PY=${PY:-python3}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT/feature-gpu1"
+scratch=$(mktemp -d /tmp/feature-gpu1.XXXXXX)
+repo=$(pwd)
+
+if ! git -C "$repo" rev-parse --verify HEAD >/dev/null 2>&1; then
+  mkdir -p "$scratch/repo"
+  tar -C "$repo" --exclude=./.git -cf - . | tar -C "$scratch/repo" -xf -
+  (cd "$scratch/repo" && git init -q && git add -A && git -c user.name=gpu1 -c user.email=gpu1@localhost \
+    -c commit.gpgsign=false commit -qm "the tree as it travelled (${PITH_GIT_COMMIT:-commit unknown})") \
+    || { echo "could not commit the travelled tree in $scratch/repo"; exit 1; }
+  repo="$scratch/repo"
+fi
+cd "$repo" || exit 1
+
+if [ "$DRY" = 1 ]; then
+  status=0
+  for task in tasks/feature/0*/; do
+    ws="$scratch/dry-$(basename "$task")"
+    mkdir -p "$ws" && git archive HEAD | tar -x -C "$ws" && cp "$task"prepare/gpu1/pithtrain/* "$ws"/
+    (cd "$ws" && git init -q && GOLD_DIR="$repo/${task}gold/pithtrain" ATE_PROFILE=gpu1 \
+      bash "$repo/${task}gold/pithtrain/solve.sh" && "$PY" - <<'PY') || { echo "DRY FAIL: $task"; status=1; }
+import json
+
+import torch
+
+from pithtrain.models import model_family
+from pithtrain.tasks.pretrain_lm import load_pretrain_cfg
+
+enable = json.load(open("artifacts/feature.json"))["enable"]
+cfg = load_pretrain_cfg("feature-gpu1.toml", [a for a in enable if a != "--set"])
+with torch.device("meta"):
+    model = model_family(cfg.model.family).model_class(cfg.model)
+n = sum(p.numel() for p in model.parameters())
+print(f"{' '.join(enable)}: {n / 1e9:.2f}B parameters, {16 * n / 2**30:.0f} GiB with fp32 weights, grads, AdamW")
+PY
+  done
+  bash -n tasks/feature/provided/gpu1/pithtrain/verify.sh && bash -n tasks/feature/provided/gpu1/pithtrain/train.sh \
+    || status=1
+  [ "$status" = 0 ] && echo "DRY: every gold applies and its gpu1 config builds" || exit 1
+else
+  "$PY" -c 'import torch; assert torch.cuda.is_available(), "no GPU"' || { echo "python3 sees no GPU"; exit 1; }
+  # The checkers run with the harness's minimal environment: see the GPU from there too, or stop before 6 minutes go.
+  env -i PATH="$PATH" HOME="$scratch" "$PY" -c 'import torch; assert torch.cuda.is_available()' \
+    || { echo "python3 sees no GPU in the checker's environment (PATH and HOME only)"; exit 1; }
+fi
+
+for half in "feature-01 feature-03" "feature-02 feature-04"; do
+  tag=${half// /-}
+  timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks $half --frameworks pithtrain --profiles gpu1 \
+    --out "$scratch/$tag" --work-root "$scratch/work-$tag" > "$scratch/$tag.log" 2>&1 &
+done
+wait
+cat "$scratch"/feature-01-feature-03.log "$scratch"/feature-02-feature-04.log > "$OUT/feature-gpu1.log"
+
+"$PY" - "$scratch" "$OUT/feature-gpu1" <<'PY'
+"""Merge the two validate records into one, then print the table."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+scratch, out = Path(sys.argv[1]), Path(sys.argv[2])
+records = [json.loads(p.read_text()) for p in sorted(scratch.glob("feature-*/*.json"))]
+if len(records) != 2:
+    print(f"{len(records)} of 2 validate records written (a call that ran past BUDGET_S leaves none); "
+          f"see {out.parent / 'feature-gpu1.log'}")
+if not records:
+    sys.exit(1)
+merged = dict(records[0])
+merged["command"] = "bash tasks/feature/gpu1_golds.sh (two validate calls side by side, merged)"
+merged["travelled_commit"] = os.environ.get("PITH_GIT_COMMIT", "")
+merged["seconds"] = max(r["seconds"] for r in records)
+merged["tasks"] = {k: v for r in records for k, v in r["tasks"].items()}
+merged["workspaces"] = {k: v for r in records for k, v in r["workspaces"].items()}
+merged["cells"] = [c for r in records for c in r["cells"]]
+cells = merged["cells"]
+merged["summary"] = {
+    "cells": len(cells),
+    "as_expected": sum(c["verdict"] == c["expected"] for c in cells),
+    "unexpected": sum(c["verdict"] not in (c["expected"], "not run") for c in cells),
+    "not_run": sum(c["verdict"] == "not run" for c in cells),
+}
+path = out / f"{merged['date'].replace('-', '').replace(':', '').split('+')[0]}Z.json"
+path.write_text(json.dumps(merged, indent=2) + "\n")
+print(f"\n{'task':11} {'case':26} {'expected':8} {'verdict':8} {'s':>6}  reason")
+for c in sorted(cells, key=lambda c: (c["task"], c["kind"] != "gold", c["case"])):
+    why = (c["reasons"] or [""])[0][:70]
+    print(f"{c['task']:11} {c['case']:26} {c['expected']:8} {c['verdict']:8} {c['seconds']:6.0f}  {why}")
+s = merged["summary"]
+print(f"{s['cells']} cells: {s['as_expected']} as expected, {s['unexpected']} unexpected, {s['not_run']} not run; "
+      f"{merged['seconds']:.0f} s; record {path}")
+sys.exit(1 if s["unexpected"] or len(records) != 2 else 0)
+PY
+status=$?
+rm -rf "$scratch"
+exit $status
