@@ -201,3 +201,18 @@ def test_pithtrain_gold_follows_the_code(task):
     assert qa_check.check(key, root, qa_check.CITATION.sub(lambda m: m["path"], gold))
     for wrong in sorted((task / "wrong" / "pithtrain").glob("*.md")):
         assert qa_check.check(key, root, wrong.read_text()), wrong.name
+
+
+def test_no_pithtrain_gold_answers_another_question():
+    """A key strong enough to tell its question from the others: every other task's pithtrain gold fails it
+    (validate's generated other-task case tries only the next task; this tries them all, in-process)."""
+    root = QA_DIR.parent.parent
+    tasks = sorted(p.parent.parent.parent for p in QA_DIR.glob("*/gold/pithtrain/answer.md"))
+    golds = {t: render.render((t / "gold" / "pithtrain" / "answer.md").read_text(), root) for t in tasks}
+    passing = [
+        f"{other.name} passes {task.name}"
+        for task in tasks
+        for other in tasks
+        if other != task and not qa_check.check(qa_check.load_key(task / "key.toml", "pithtrain"), root, golds[other])
+    ]
+    assert not passing, passing
