@@ -24,8 +24,8 @@ class LoggingCfg:
     """Also write metrics.jsonl's scalars as TensorBoard event files in `<run_dir>/tensorboard`
     (pip install tensorboard)."""
     wandb_project: str = ""
-    """Also log them to this Weights & Biases project (pip install wandb; WANDB_MODE=offline is respected);
-    empty: off."""
+    """Also log metrics.jsonl's scalars to this Weights & Biases project (pip install wandb; WANDB_MODE=offline
+    is respected); empty: off."""
 
 
 def optional_module(name: str, key: str, package: str):
