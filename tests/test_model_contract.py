@@ -160,3 +160,13 @@ def test_aux_loss_gradient_is_the_scaled_balance_loss_s(model_class, cfg, monkey
     for (name, _), without, with_aux, want in zip(router, *grads, expected):
         torch.testing.assert_close(with_aux - without, want, rtol=1e-4, atol=1e-6, msg=name)
     assert any(w.abs().max() > 1e-3 for w in expected)  # the balance loss really reaches the router
+
+
+def test_engine_does_not_probe_layers_outside_the_contract():
+    """The engine reads a layer through `DecoderLayer` only: no duck-typing probes, no parameter-name matching."""
+    from conftest import REPO
+
+    probes = ["getattr(layer", "hasattr(layer", "hasattr(layer.mlp", '".mlp.experts."', "n_TD is None"]
+    engine = [p for d in ("modules", "dualpipe", "tasks") for p in (REPO / "pithtrain" / d).glob("*.py")]
+    found = [f"{p.relative_to(REPO)}: {probe}" for p in engine for probe in probes if probe in p.read_text()]
+    assert not found, found
