@@ -2,6 +2,9 @@
 # The four operate tasks' gold solutions on pithtrain, gpu1 profile (one H200), each proven by its checker: the one
 # GPU call that validates them. From the repository root on the GPU machine:
 #   bash tasks/operate/gpu1_golds.sh            (about 5 minutes; writes $OUT/gpu1_golds.json and $OUT/gpu1_golds.log)
+#   TASKS=02-train-evaluate BUDGET_S=500 bash tasks/operate/gpu1_golds.sh     (one task, a longer budget)
+# The 4-layer model's checkpoint with optimizer state is 27 GB: Getting Started and Train & Evaluate each write one,
+# so the disk's speed sets most of the time; the tasks run cheapest first, Train & Evaluate last.
 # Each task gets a fresh workspace as the harness makes one for pithtrain (this tree without ate_bench/, tasks/,
 # tests/, results/), the task's prepare/gpu1/pithtrain/ files, then its gold (ATE_PROFILE=gpu1) and check.py; the
 # untouched workspace (noop) must FAIL. The wrong cases are left to `python -m ate_bench validate`: two of them
@@ -44,8 +47,9 @@ print(json.dumps({"task": task, "framework": "pithtrain", "profile": "gpu1", "ca
 PY
 }
 
-for task in "$REPO"/tasks/operate/0[1-4]-*/; do
-  task=${task%/}
+TASKS=${TASKS:-"04-heavy-kernels 03-routing-trace 01-getting-started 02-train-evaluate"}  # cheapest first
+for slug in $TASKS; do
+  task="$REPO/tasks/operate/$slug"
   ws=$(workspace "$task")
   check "$task" "$ws" noop FAIL 0
   rm -rf "$ws"

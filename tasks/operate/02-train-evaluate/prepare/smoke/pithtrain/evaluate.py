@@ -1,8 +1,8 @@
 """Multiple-choice accuracy of a Hugging Face model directory: which of four continuations follows a passage.
 
-Each choice is scored by the summed log-likelihood of its tokens after the passage (lm-eval's `acc`); the
-four choices of an item run as one right-padded batch (a causal model's scores before the padding do not
-see it). The tokenizer is the export's own `tokenizer.json`.
+Each choice is scored by the summed log-likelihood of its tokens after the passage (lm-eval's `acc`); choices
+run in right-padded batches (a causal model's scores before the padding do not see it). Every item has four
+choices. The tokenizer is the export's own `tokenizer.json`.
 """
 
 import argparse
@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
+
+ROWS_PER_BATCH = 32
 
 
 def main() -> None:
@@ -24,21 +26,25 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).to(device).eval()
     items = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
     print(f"model: {args.model.resolve()}", flush=True)
-    correct = 0
+    rows = []  # (context ids, ending ids) for every choice of every item, in order
     for item in items:
         context = tokenizer.encode(item["context"]).ids
-        endings = [tokenizer.encode(c).ids for c in item["choices"]]
-        width = len(context) + max(map(len, endings))
-        ids = torch.zeros(len(endings), width, dtype=torch.long)
-        for row, ending in enumerate(endings):
-            ids[row, : len(context) + len(ending)] = torch.tensor(context + ending)
+        rows += [(context, tokenizer.encode(c).ids) for c in item["choices"]]
+    scores = []
+    for start in range(0, len(rows), ROWS_PER_BATCH):
+        batch = rows[start : start + ROWS_PER_BATCH]
+        ids = torch.zeros(len(batch), max(len(c) + len(e) for c, e in batch), dtype=torch.long)
+        for r, (context, ending) in enumerate(batch):
+            ids[r, : len(context) + len(ending)] = torch.tensor(context + ending)
         with torch.no_grad():
             logp = model(ids.to(device)).logits.float().log_softmax(-1).cpu()
-        scores = []
-        for row, ending in enumerate(endings):
+        for r, (context, ending) in enumerate(batch):
             positions = torch.arange(len(context) - 1, len(context) + len(ending) - 1)
-            scores.append(logp[row, positions, ids[row, positions + 1]].sum().item())
-        correct += max(range(len(scores)), key=scores.__getitem__) == item["label"]
+            scores.append(logp[r, positions, ids[r, positions + 1]].sum().item())
+    correct = 0
+    for i, item in enumerate(items):
+        mine = scores[4 * i : 4 * i + 4]
+        correct += max(range(4), key=mine.__getitem__) == item["label"]
     print(f"accuracy: {correct / len(items):.4f} ({correct}/{len(items)} correct; chance 0.25)", flush=True)
 
 
