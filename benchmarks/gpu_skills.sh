@@ -47,8 +47,16 @@ ROWS=()
 
 run capture-profile $PY skills/capture-profile/scripts/capture.py --out "$SCRATCH/profile" --config $CONFIG "${SETS[@]}"
 run capture-check $PY skills/capture-profile/scripts/check.py "$SCRATCH/profile"
-[ -f "$SCRATCH/profile/kernels.csv" ] && cp "$SCRATCH/profile/kernels.csv" "$OUT/skills/kernels.csv" \
-  && { echo "-- kernels.csv (top 10)"; head -n 11 "$SCRATCH/profile/kernels.csv"; } >> "$LOG"
+PROFILE="$SCRATCH/profile"
+if ! grep -q '^PASS' "$SCRATCH/capture-check.out" && command -v nsys > /dev/null && [ "${CPU:-0}" != 1 ]; then
+  # the Nsight path failed here: capture with torch.profiler too, so that a checked CSV still lands
+  run capture-torch $PY skills/capture-profile/scripts/capture.py --tool torch --out "$SCRATCH/profile-torch" \
+    --config $CONFIG "${SETS[@]}"
+  run capture-torch-check $PY skills/capture-profile/scripts/check.py "$SCRATCH/profile-torch"
+  PROFILE="$SCRATCH/profile-torch"
+fi
+[ -f "$PROFILE/kernels.csv" ] && cp "$PROFILE/kernels.csv" "$OUT/skills/kernels.csv" \
+  && { echo "-- $PROFILE/kernels.csv (top 10)"; head -n 11 "$PROFILE/kernels.csv"; } >> "$LOG"
 
 BASE="$SCRATCH/base"
 mkdir -p "$BASE"

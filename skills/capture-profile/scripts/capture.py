@@ -87,10 +87,16 @@ def nsys_profile(args) -> None:
     nsys = ["nsys", "profile", "--trace=cuda", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     nsys += ["--sample=none", "--cpuctxsw=none", "--force-overwrite=true", f"--output={rep}"]
     subprocess.run(nsys + child, check=True)
-    stats = ["nsys", "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--force-export=true"]
-    subprocess.run(stats + ["--output", str(args.out / "stats"), f"{rep}.nsys-rep"], check=True)
+    export = ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output", f"{rep}.sqlite"]
+    subprocess.run(export + [f"{rep}.nsys-rep"], check=True)  # the kept profile check.py re-aggregates
+    stats = ["nsys", "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv", "--output", str(args.out / "stats")]
+    subprocess.run(stats + [f"{rep}.sqlite"], check=True)
+    summaries = sorted(args.out.glob("stats*kern_sum*.csv"))
+    if not summaries:
+        listing = sorted(p.name for p in args.out.iterdir())
+        raise SystemExit(f"nsys stats wrote no kernel summary in {args.out}: {listing}")
     rows = []
-    with open(args.out / "stats_cuda_gpu_kern_sum.csv", newline="") as f:
+    with open(summaries[0], newline="") as f:
         for r in csv.DictReader(f):
             rows.append((r["Name"], float(r["Total Time (ns)"]) / 1e6, int(r["Instances"])))
     write_csv(args.out / "kernels.csv", rows, args.rows)
