@@ -5,6 +5,7 @@ liveness checks tell a live switch from a dead one, with fake provided scripts."
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -200,3 +201,43 @@ def test_moba_gold_cuts_the_profile_sequence_into_8_blocks(tmp_path, profile, bl
     env = {**os.environ, "GOLD_DIR": str(gold_dir), "ATE_PROFILE": profile}
     subprocess.run(["bash", str(gold_dir / "solve.sh")], cwd=ws, env=env, check=True, capture_output=True)
     assert f"model.moba_block_size={block}" in json.loads((ws / "artifacts/feature.json").read_text())["enable"]
+
+
+PROVIDED = sorted(p for p in (FEATURE / "provided").glob("*/*/*.sh") if p.stem in ("verify", "train"))
+
+
+@pytest.mark.parametrize("script", PROVIDED, ids=lambda p: "/".join(p.parts[-3:]))
+def test_provided_scripts_share_the_trap_and_say_the_sequence(script):
+    """Every provided script, on every profile and framework: the one exit-time trap, the sequence length the MoBA
+    task asks the agent to read, and the trainer's exit status (not tee's)."""
+    text = script.read_text()
+    for line in (
+        'on_exit() { echo "exit-time: $(date +%s)" >> "$log"; }',
+        "trap on_exit EXIT",
+        "trap 'exit 130' INT",
+        "trap 'exit 143' TERM",
+        f'log="artifacts/{script.stem}-$stamp.log"',
+        'exit "${PIPESTATUS[0]}"',
+    ):
+        assert line in text.splitlines(), (script, line)
+    assert re.search(r'^echo "sequence length: (128|2048)" \| tee -a "\$log"$', text, flags=re.M), script
+
+
+@pytest.mark.parametrize(
+    "framework, line, step, loss",
+    [
+        ("pithtrain", "step 3/4 loss 7.6415 lr 3.00e-04 grad_norm 0.692", 3, "7.6415"),
+        # torchtitan 0.3.0's components/metrics.py line, with its colour codes
+        ("torchtitan", "\x1b[31mstep:  3  \x1b[32mloss:  7.64150  \x1b[33mgrad_norm:  0.6920  ", 3, "7.64150"),
+        # megatron's training_log line
+        (
+            "megatron-lm",
+            " iteration        3/      64 | consumed samples: 12 | lm loss: 7.641500E+00 |",
+            3,
+            "7.641500E+00",
+        ),  # noqa: E501
+    ],
+)
+def test_loss_line_reads_each_framework_log(framework, line, step, loss):
+    m = feature_check.LOSS_LINE[framework].search(feature_check.ANSI.sub("", line))
+    assert m and int(m.group(1)) == step and m.group(2) == loss
