@@ -6,7 +6,7 @@ set -euo pipefail
 python3 -m venv --without-pip .venv
 host=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-cp -al "$host/torch" "$site/torch"
+cp -al "$host/torch" "$site/torch" 2>/dev/null || { rm -rf "$site/torch"; cp -r "$host/torch" "$site/torch"; }  # links: one filesystem
 echo "$host" >"$site/host-packages.pth"
 sed -i -E 's/(python -m pithtrain train [a-z0-9-]+\.toml)/\1 --set training.max_steps=2/' train.sh
 grep -q 'max_steps=2' train.sh
