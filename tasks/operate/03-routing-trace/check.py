@@ -79,7 +79,8 @@ def first_layer_routing(ws: Path, config: Path, checkpoint: Path):
     cfg = load_pretrain_cfg(str(config))
     tc, family = cfg.training, model_family(cfg.model.family)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = family.model_class(cfg.model)
+    with torch.device(device):  # the seeded init of a 2.25B model is slow on the CPU
+        model = family.model_class(cfg.model)
     model.load_state_dict(
         family.state_dict_from_hf({k: v.float() for k, v in read_hf_weights(checkpoint).items()}, cfg.model)
     )
