@@ -200,7 +200,7 @@ def setup(cfg: PretrainLMCfg) -> Run:
     pipeline = None
     if d.pp_size > 1:
         shape = (tc.micro_batch_size, cfg.data.seq_len // d.cp_size, cfg.model.hidden_size)
-        pipeline = DualPipeV(model, chunks, shape, device, defer_weight_grads=not fsdp)
+        pipeline = DualPipeV(model, chunks, shape, device, defer_weight_grads=True)
     optimizer = make_optimizer(model, tc)
     sampler = ResumableSampler(len(dataset), tc.seed, shuffle=cfg.data.kind == "tokens")
     return Run(cfg, model, optimizer, pipeline, dataset, sampler, device, dtype, ckpt_dir, resume)
