@@ -132,19 +132,30 @@ FAKE_SCRIPT = textwrap.dedent("""\
     trap 'echo "exit-time: $(date +%s)" >> "$log"' EXIT INT TERM
     shift_by=0
     [ "${{1:-}}" = "--on" ] && shift_by={on_shift}
-    for i in 1 2 3 4; do echo "step $i/4 loss $(python3 -c "print(5 - $i * 0.5 + $shift_by)")" >> "$log"; done
+    [ "${{1:-}}" = "--off" ] && shift_by={off_shift}
+    for i in 1 2 3 4; do
+      printf "step $i/4 loss %.4f\\n" "$(python3 -c "print(5 - $i * 0.5 + $shift_by)")" >> "$log"
+    done
     """)
 
 
-def _workspace(tmp_path, on_shift):
+def _workspace(tmp_path, on_shift, off_shift=0):
     for name in ("verify", "train"):
-        (tmp_path / f"{name}.sh").write_text(FAKE_SCRIPT.format(name=name, on_shift=on_shift))
+        (tmp_path / f"{name}.sh").write_text(FAKE_SCRIPT.format(name=name, on_shift=on_shift, off_shift=off_shift))
     return tmp_path
 
 
-@pytest.mark.parametrize("on_shift, expect", [(0.25, []), (0, ["switch changes nothing"])])
-def test_training_and_liveness(tmp_path, on_shift, expect):
-    ws = _workspace(tmp_path, on_shift)
+@pytest.mark.parametrize(
+    "on_shift, off_shift, expect",
+    [
+        (0.25, 0, []),
+        (0, 0, ["switch changes nothing"]),
+        (0.25, 1e-4, []),  # one unit of the printed digit: a rounding flip, not a changed base path
+        (0.25, 1e-3, ["the base path changed"]),
+    ],
+)
+def test_training_and_liveness(tmp_path, on_shift, off_shift, expect):
+    ws = _workspace(tmp_path, on_shift, off_shift)
     problems = feature_check.check_training(ws, "pithtrain", {"enable": ["--on"], "disable": ["--off"]}, 60)
     assert len(problems) == len(expect) and all(e in p for e, p in zip(expect, problems)), problems
 

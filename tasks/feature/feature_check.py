@@ -9,8 +9,9 @@ has three parts, each printing one `FAIL: <reason>` line per failed condition:
       arguments for the provided scripts), complete with finite losses, and the losses fall (the mean of the last
       quarter of steps is below the mean of the first quarter);
   (c) liveness: `verify.sh` run twice with no extra arguments (the base configuration, same seed) gives the noise
-      envelope; with "enable" the losses leave it, with "disable" they stay inside it (the switch is off by
-      default and turning it off restores the base path).
+      envelope (their largest per-step gap, never below one unit of the last printed digit); with "enable" the
+      losses leave 3x that envelope, with "disable" they stay inside it (the switch is off by default and turning
+      it off restores the base path).
 (b) and (c) run only once (a) passes: they take minutes, and the verdict is already FAIL otherwise.
 A workspace that cannot be run is the agent's FAIL; a bug here is a traceback, which the harness reports as ERROR.
 Checkers run with the harness's Python (torch installed); the provided scripts run with the workspace's.
@@ -28,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import torch
@@ -167,8 +169,8 @@ def check_op(op: Callable, spec: OpSpec, trials: int = 3) -> list[str]:
 
 def run_script(
     workspace: Path, script: str, args: list[str], framework: str, timeout_s: float
-) -> tuple[list[float], str]:
-    """Run a provided script; return its per-step losses (from the log it wrote) or a reason it gave none."""
+) -> tuple[list[str], str]:
+    """Run a provided script; return its per-step losses as printed in the log it wrote, or a reason it gave none."""
     artifacts = workspace / "artifacts"
     before = set(artifacts.glob(f"{Path(script).stem}-*.log")) if artifacts.is_dir() else set()
     try:
@@ -191,19 +193,27 @@ def run_script(
     if not losses:
         return [], f"{new[-1].name} shows no loss lines"
     try:
-        return [float(losses[s]) for s in sorted(losses)], ""
-    except ValueError:
+        [Decimal(losses[s]) for s in losses]
+    except InvalidOperation:
         return [], f"{new[-1].name} has a loss that is not a number"
+    return [losses[s] for s in sorted(losses)], ""
+
+
+def printed_resolution(*curves: list[str]) -> float:
+    """One unit of the last digit the logs print (1e-4 for "7.6415"): two runs that differ by less than that can
+    print losses a unit apart, so the envelope is never narrower than this."""
+    return max(10.0 ** Decimal(s).as_tuple().exponent for curve in curves for s in curve if Decimal(s).is_finite())
 
 
 def check_training(workspace: Path, framework: str, feature: dict, timeout_s: float) -> list[str]:
     problems = []
     curves = {}
     for script in ("verify.sh", "train.sh"):
-        losses, why = run_script(workspace, script, feature["enable"], framework, timeout_s)
+        printed, why = run_script(workspace, script, feature["enable"], framework, timeout_s)
         if why:
             problems.append(f"training: {why}")
             continue
+        losses = [float(s) for s in printed]
         if not all(math.isfinite(x) for x in losses):
             problems.append(f"training: {script} with the feature on has a non-finite loss: {losses}")
             continue
@@ -212,17 +222,18 @@ def check_training(workspace: Path, framework: str, feature: dict, timeout_s: fl
             problems.append(
                 f"training: {script} with the feature on: losses do not fall ({losses[0]:.4f} -> {losses[-1]:.4f})"
             )
-        curves[script] = losses
-    base1, why1 = run_script(workspace, "verify.sh", [], framework, timeout_s)
-    base2, why2 = run_script(workspace, "verify.sh", [], framework, timeout_s)
-    off, why3 = run_script(workspace, "verify.sh", feature["disable"], framework, timeout_s)
+        curves[script] = printed
+    runs = [run_script(workspace, "verify.sh", args, framework, timeout_s) for args in ([], [], feature["disable"])]
+    (base1, why1), (base2, why2), (off, why3) = runs
     for why in (why1, why2, why3):
         if why:
             problems.append(f"liveness: {why}")
     if problems or "verify.sh" not in curves:
         return problems
-    envelope = max(ENVELOPE_FLOOR, max(abs(a - b) for a, b in zip(base1, base2)))
-    on_gap = max(abs(a - b) for a, b in zip(curves["verify.sh"], base1))
+    resolution = printed_resolution(base1, base2, off, curves["verify.sh"])
+    on, base1, base2, off = ([float(s) for s in c] for c in (curves["verify.sh"], base1, base2, off))
+    envelope = max(ENVELOPE_FLOOR, resolution, max(abs(a - b) for a, b in zip(base1, base2)))
+    on_gap = max(abs(a - b) for a, b in zip(on, base1))
     off_gap = max(abs(a - b) for a, b in zip(off, base1))
     if not on_gap > ENVELOPE_MULTIPLE * envelope:
         problems.append(
