@@ -145,11 +145,12 @@ def test_heavy_kernels_csv_against_profile(tmp_path):
     assert "2 profiled steps" in failures[0]
 
 
+@pytest.mark.parametrize("framework", ["pithtrain", "megatron-lm"])
 @pytest.mark.parametrize("slug", ["01-getting-started", "02-train-evaluate", "03-routing-trace", "04-heavy-kernels"])
-def test_empty_workspace_fails_without_error(tmp_path, slug, capsys, monkeypatch):
-    """noop: every checker FAILs an untouched workspace with reasons, never a traceback."""
+def test_empty_workspace_fails_without_error(tmp_path, slug, framework, capsys, monkeypatch):
+    """noop: every checker FAILs an untouched workspace with reasons, never a traceback, on every framework."""
     check = load(slug)
-    argv = ["check.py", "--workspace", str(tmp_path), "--framework", "pithtrain", "--answer", "/dev/null"]
+    argv = ["check.py", "--workspace", str(tmp_path), "--framework", framework, "--answer", "/dev/null"]
     monkeypatch.setattr(sys, "argv", [*argv, "--profile", "smoke"])
     monkeypatch.chdir(tmp_path)
     if slug == "02-train-evaluate":  # the logit comparison needs transformers; its FAIL comes before it is imported

@@ -115,7 +115,8 @@ def evaluate_failures(ws: Path, profile: str, failures: list[str]) -> None:
 def main() -> int:
     args = oc.parse_args()
     ws, failures = args.workspace, []
-    config = oc.provided(Path(__file__).resolve().parent, args.profile, args.framework, "operate.toml")
+    # The profile's shape, as pithtrain's provided config states it (the same shape on every framework).
+    config = oc.provided(Path(__file__).resolve().parent, args.profile, "pithtrain", "operate.toml")
     model_table = tomllib.loads(config.read_text())["model"]
     failures += tokens_failures(ws, args.framework)
     text = oc.read_log(ws, "train", failures)

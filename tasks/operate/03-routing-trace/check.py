@@ -127,14 +127,15 @@ def main() -> int:
     args = oc.parse_args()
     ws, failures = args.workspace, []
     task_dir = Path(__file__).resolve().parent
-    config = oc.provided(task_dir, args.profile, args.framework, "routing.toml")
+    # The profile's shape and run, as pithtrain's provided config states them (the same on every framework).
+    config = oc.provided(task_dir, args.profile, "pithtrain", "routing.toml")
     cfg = tomllib.loads(config.read_text())
     m, t = cfg["model"], cfg["training"]
     shape = (m["num_hidden_layers"] - m["first_k_dense_replace"], t["global_batch_size"], cfg["data"]["seq_len"])
     shape += (m["num_experts_per_tok"],)
     traces = load_traces(ws, shape, m["n_routed_experts"], failures)
     if traces is not None and args.framework == "pithtrain":
-        checkpoint = oc.provided(task_dir, args.profile, args.framework, "checkpoint")
+        checkpoint = oc.provided(task_dir, args.profile, "pithtrain", "checkpoint")
         if not any(checkpoint.glob("*.safetensors")):  # gpu1: make_checkpoint.py wrote the weights in the workspace
             checkpoint = ws / "checkpoint"
         want_ids, want_w = first_layer_routing(ws, config, checkpoint)

@@ -3,7 +3,9 @@ torch.profiler; the Chrome trace and the top-3 CSV go to artifacts/heavy-kernels
 
     python profile_step.py CONFIG
 
-CPU: torch.profiler's own per-operator self time (key_averages); GPU: the trace's kernel events summed by name.
+Aggregated from the kept trace, as the task defines it: GPU kernel events by duration, or on the CPU operator events
+by self time (duration less the operators that start and end inside it, one level down, on the same thread).
+torch.profiler's key_averages() counts some operators differently from its own trace, so it is not used.
 """
 
 import argparse
@@ -21,12 +23,31 @@ OUT = Path("artifacts/heavy-kernels")
 WARMUP = 3
 
 
-def gpu_kernels(trace: Path) -> dict[str, list[float]]:
+def totals_from_trace(trace: Path, cuda: bool) -> dict[str, list[float]]:
+    """name -> [total ms, instances]."""
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
     times = defaultdict(list)
-    for e in json.loads(trace.read_text())["traceEvents"]:
-        if e.get("ph") == "X" and e.get("cat") == "kernel":
-            times[e["name"]].append(e["dur"] / 1000)
-    return {name: [sum(t), len(t)] for name, t in times.items()}
+    if cuda:
+        for e in events:
+            if e.get("cat") == "kernel":
+                times[e["name"]].append(e["dur"])
+        return {name: [sum(t) / 1000, len(t)] for name, t in times.items()}
+    threads = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            threads[(e["pid"], e["tid"])].append(e)
+    for ops in threads.values():
+        ops.sort(key=lambda e: (e["ts"], -e["dur"]))
+        for i, op in enumerate(ops):  # its direct children: inside it, and not inside an earlier child
+            end, inner, child_end = op["ts"] + op["dur"], 0, -1
+            for c in ops[i + 1 :]:
+                if c["ts"] >= end:
+                    break
+                if c["ts"] >= child_end:
+                    inner += c["dur"]
+                    child_end = c["ts"] + c["dur"]
+            times[op["name"]].append(op["dur"] - inner)
+    return {name: [sum(t) / 1000, len(t)] for name, t in times.items()}
 
 
 def main() -> None:
@@ -46,10 +67,7 @@ def main() -> None:
             torch.cuda.synchronize()
     OUT.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(OUT / "trace.json"))
-    if cuda:
-        totals = gpu_kernels(OUT / "trace.json")
-    else:
-        totals = {e.key: [e.self_cpu_time_total / 1000, e.count] for e in prof.key_averages()}
+    totals = totals_from_trace(OUT / "trace.json", cuda)
     top = sorted(totals.items(), key=lambda kv: -kv[1][0])[:3]
     with open(OUT / "top-kernels.csv", "w", newline="") as f:
         w = csv.writer(f)
