@@ -7,13 +7,17 @@
 # 3. measures the matmul rates of the step's shapes (benchmarks/kernel_probe.py) unless PROBE=0;
 # 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
 # 5. checks PP2 and EP2 against one GPU with NCCL (benchmarks/engine_check.py) when ENGINE=1;
-# 6. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l and -8l) on GPUS (default 1; 1,2
+# 6. with SKILLS=1, runs the GPU forms of three skills (benchmarks/gpu_skills.sh: capture-profile, validate-performance,
+#    estimate-memory) alone on the GPU, since two of them time; $OUT/skills/ gets its log and kernels.csv;
+# 7. with ATE_GPU1=1, runs the gpu1 golds of the operate and feature tasks side by side (tasks/operate/gpu1_golds.sh,
+#    tasks/feature/gpu1_golds.sh), each inside ATE_BUDGET_S (default 360 s): $OUT/operate/ and $OUT/feature-gpu1*;
+# 8. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l and -8l) on GPUS (default 1; 1,2
 #    adds EP2), with FRAMEWORKS (default: pithtrain eager, compiled and FP8, TorchTitan compiled, and megatron-core:
 #    benchmarks/megatron_core_run.py, its wheel carried in .whl/), in a random order within each block, STEPS
 #    warm-up and timed steps (default 10,20) (EXTRA adds options, e.g. --both-routings). An entry NAME:OPTIONS adds
 #    options to that config's call alone, e.g.
 #    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
-# 7. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, throughput.txt,
+# 9. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, throughput.txt,
 #    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last. Everything ends inside BUDGET_S seconds
 #    (runs that would start too late are recorded as skipped), so the call fits a 600 s limit. Keep the files under
 #    $OUT to 8: the device tool brings back no more.
@@ -27,7 +31,7 @@ OUT=${OUT:-/tmp/gpu_run_out}
 BUDGET_S=${BUDGET_S:-500}
 STEPS=${STEPS:-10,20}
 EXTRA=${EXTRA:-}
-CONFIGS=${CONFIGS:-qwen3-30b-a3b-4l qwen3-30b-a3b-8l}
+CONFIGS=${CONFIGS-qwen3-30b-a3b-4l qwen3-30b-a3b-8l}  # CONFIGS="" runs none
 FRAMEWORKS=${FRAMEWORKS:-pithtrain,pithtrain-compiled,pithtrain-fp8,torchtitan-compiled,megatron-core}
 GPUS=${GPUS:-1}
 mkdir -p "$OUT"
@@ -35,13 +39,15 @@ export PYTHONUNBUFFERED=1
 
 if [ -f .bench-head/head.tar ]; then
   rm -rf /tmp/pith-head && mkdir -p /tmp/pith-head && tar -xf .bench-head/head.tar -C /tmp/pith-head \
-    && cp -r .whl /tmp/pith-head/ && export PITH_GIT_COMMIT=$(cat .bench-head/commit) PITH_GIT_DIRTY=0 \
+    && { [ ! -d .whl ] || cp -r .whl /tmp/pith-head/; } && export PITH_GIT_COMMIT=$(cat .bench-head/commit) PITH_GIT_DIRTY=0 \
     && cd /tmp/pith-head && echo "running from the archive of $PITH_GIT_COMMIT"
 fi
 
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site
+if ls .whl/*.whl > /dev/null 2>&1; then  # the baselines' wheels; a call without throughput runs may carry none
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 1; }
+  export PYTHONPATH=/tmp/site
+fi
 
 {
   date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
@@ -75,6 +81,18 @@ if [ "${ENGINE:-0}" = 1 ]; then
   timeout 200 python3 benchmarks/engine_check.py --models "${ENGINE_MODELS:-tiny,mid}" --out /tmp/engine_check \
     > "$OUT/engine_check.log" 2>&1
   echo "engine check: exit $?"; tail -n 8 "$OUT/engine_check.log"; cp /tmp/engine_check/engine_check.json "$OUT/"
+fi
+
+if [ "${SKILLS:-0}" = 1 ]; then
+  echo "== skills, GPU forms"
+  OUT="$OUT" timeout 240 bash benchmarks/gpu_skills.sh 2>&1 | tail -n 12
+fi
+if [ "${ATE_GPU1:-0}" = 1 ]; then
+  echo "== ATE-Bench gpu1 golds: operate and feature tasks side by side (budget ${ATE_BUDGET_S:-360} s each)"
+  (OUT="$OUT/operate" BUDGET_S=${ATE_BUDGET_S:-360} bash tasks/operate/gpu1_golds.sh > /tmp/operate-gpu1.txt 2>&1) &
+  (OUT="$OUT" BUDGET_S=${ATE_BUDGET_S:-360} bash tasks/feature/gpu1_golds.sh > /tmp/feature-gpu1.txt 2>&1) &
+  wait
+  echo "-- operate"; tail -n 12 /tmp/operate-gpu1.txt; echo "-- feature"; tail -n 30 /tmp/feature-gpu1.txt
 fi
 
 entry_index=0

@@ -64,7 +64,7 @@ for slug in $TASKS; do
   rm -rf "$ws"
 done
 
-python3 - "$ROWS" "$OUT/gpu1_golds.json" "$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)" <<'PY'
+python3 - "$ROWS" "$OUT/gpu1_golds.json" "${PITH_GIT_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" <<'PY'
 import json, platform, sys, time
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 record = {"schema": "operate-gpu1-golds-1", "commit": sys.argv[3], "host": platform.node(),
