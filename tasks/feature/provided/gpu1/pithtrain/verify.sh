@@ -4,7 +4,8 @@
 # The run keeps no checkpoint (save_checkpoint is replaced by a no-op): the model and AdamW state are 27 GB, and the
 # checker runs this script five times on a 64 GB disk. Kernels are the deterministic ones where PyTorch has them, so
 # that two runs of the base configuration agree (the checker compares the feature's effect with their gap); the
-# allocator grows segments rather than fragmenting, since other 40 GB runs may share the GPU.
+# allocator grows segments rather than fragmenting, since other 40 GB runs may share the GPU; Triton's compiled
+# kernels are kept in /tmp across checks (the harness gives each checker a fresh HOME).
 set -uo pipefail
 mkdir -p artifacts
 stamp=$(date +%Y%m%d-%H%M%S)
@@ -14,6 +15,7 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 echo "sequence length: 2048" | tee -a "$log"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/triton-cache-$(id -u)}"
 CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${PYTHON:-python3}" -c '
 import runpy
 import torch
