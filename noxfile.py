@@ -60,10 +60,11 @@ SMOKE_THROUGHPUT = ("benchmarks/throughput.py", "--smoke", "--out", "results/thr
 
 
 def _paper_env(session, torch: bool) -> None:
-    """pandas/seaborn/matplotlib; with `torch`, the CPU torch pin and pithtrain (the smoke runs train)."""
+    """pandas/seaborn/matplotlib; with `torch`, the CPU torch pin and pithtrain with its test extra (the smoke
+    runs train, and operate-02's checker loads the Hugging Face export with transformers)."""
     if torch:
         session.install(TORCH_CPU)
-        session.install("-e", ".")
+        session.install("-e", ".[test]")
     session.install(*PAPER_DEPS)
 
 
