@@ -85,7 +85,7 @@ fi
 
 if [ "${SKILLS:-0}" = 1 ]; then
   echo "== skills, GPU forms"
-  OUT="$OUT" timeout 240 bash benchmarks/gpu_skills.sh 2>&1 | tail -n 12
+  OUT="$OUT" timeout "${SKILLS_BUDGET_S:-240}" bash benchmarks/gpu_skills.sh 2>&1 | tail -n 12
 fi
 if [ "${ATE_GPU1:-0}" = 1 ]; then
   echo "== ATE-Bench gpu1 golds: operate and feature tasks side by side (budget ${ATE_BUDGET_S:-360} s each)"
