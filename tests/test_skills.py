@@ -160,6 +160,7 @@ def restore(clone: Path) -> None:
 
 def test_validate_correctness_passes_a_no_op_and_fails_a_changed_loss(clone):
     check = [sys.executable, script("validate-correctness"), "--repo", str(clone), "--steps", "3"]
+    check += ["--set", "model.num_hidden_layers=2"]
     edit_loss_line(clone, "RETURN  # a comment: the same computation")
     done = run(check)
     assert verdict(done).startswith("PASS"), done.stdout
@@ -170,8 +171,8 @@ def test_validate_correctness_passes_a_no_op_and_fails_a_changed_loss(clone):
 
 
 def test_validate_performance_fails_a_slower_tree(clone):
-    check = [sys.executable, script("validate-performance"), "--repo", str(clone), "--steps", "4"]
-    check += ["--warmup-steps", "2", "--tolerance", "0.3"]
+    check = [sys.executable, script("validate-performance"), "--repo", str(clone), "--steps", "3"]
+    check += ["--warmup-steps", "1", "--tolerance", "0.3", "--set", "model.num_hidden_layers=2"]
     edit_loss_line(clone, "RETURN  # a comment")
     assert verdict(run(check)).startswith("PASS")
     edit_loss_line(clone, "        __import__('time').sleep(1.0)\nRETURN")
@@ -269,16 +270,17 @@ def test_estimate_memory_is_exact_on_pp2_ep2_and_fails_a_wrong_placement(tmp_pat
 
 
 def test_add_new_model_gates_pass_for_qwen3_moe_and_a_missing_family_fails():
-    gates = ["--gate", "contract", "--gate", "hf", "--gate", "export"]
+    gates = ["--gate", "contract"]  # the other gates: the slow test below (hf and distributed rerun CI's own tests)
     assert verdict(run([sys.executable, script("add-new-model"), "qwen3_moe", *gates])).startswith("PASS")
     assert "FAIL: contract: no test selected" in verdict(run([sys.executable, script("add-new-model"), "mixtral"]))
     sys.path.insert(0, str(REPO / "skills" / "add-new-model" / "scripts"))
     try:
         import check as model_check
 
-        for family in ("qwen3_moe", "deepseek_v2", "gpt_oss"):  # the distributed gate's selection, collected only
-            ids = model_check.distributed_ids(family)
-            assert len(ids) == 2 and ids[0].endswith(f"[{family}-PP2xEP2]") and "CP" in ids[1], ids
+        ids = model_check.distributed_ids("qwen3_moe")  # the distributed gate's selection, collected only
+        assert ids == [
+            f"tests/test_distributed.py::test_mesh_matches_single_process[qwen3_moe-{m}]" for m in ("PP2xEP2", "CP2")
+        ]
     finally:
         sys.path.remove(str(REPO / "skills" / "add-new-model" / "scripts"))
         sys.modules.pop("check", None)

@@ -77,6 +77,7 @@ def train_in_tree(tree: Path, config: str, overrides: list[str], run_dir: Path, 
     if rc != 0:
         raise RunError(f"the {label} run exited {rc} ({log}): {tail}")
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the final save: gigabytes at GPU sizes, never read
     return records, json.loads(provenance.read_text())
 
 
