@@ -18,6 +18,8 @@ LOG="$OUT/gpu1_golds.log"
 ROWS=$(mktemp)
 WORK=$(mktemp -d /tmp/gpu1-golds.XXXX)
 START=$(date +%s)
+# gpu_run.sh may run these beside the feature tasks' trainers on the same GPU: grow allocations in place
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 if ! command -v python >/dev/null; then  # the GPU image has python3 only; provided scripts call `python`
   mkdir -p "$WORK/bin" && ln -s "$(command -v python3)" "$WORK/bin/python" && export PATH="$WORK/bin:$PATH"
 fi
