@@ -2,6 +2,7 @@
 parts (front matter, self-checking prerequisites, numbered steps), and every skill's CPU check PASSes on this
 repository and FAILs on a broken input given here. Checks that change code run in a `git clone` of HEAD."""
 
+import contextlib
 import os
 import re
 import shlex
@@ -290,3 +291,33 @@ def test_add_new_model_gates_pass_for_qwen3_moe_and_a_missing_family_fails():
 @pytest.mark.parametrize("family", ["qwen3_moe", "deepseek_v2", "gpt_oss"])
 def test_add_new_model_passes_every_gate_for_the_existing_families(family):
     assert verdict(run([sys.executable, script("add-new-model"), family], timeout=900)).startswith("PASS")
+
+
+def test_a_run_imports_only_its_own_tree(tmp_path, monkeypatch):
+    """A copy of pithtrain/ elsewhere is what the child imports, though the editable install maps this checkout."""
+    tree = tmp_path / "tree"
+    shutil.copytree(REPO / "pithtrain", tree / "pithtrain", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "examples", tree / "examples")
+    monkeypatch.syspath_prepend(str(REPO / "skills" / "validate-correctness" / "scripts"))
+    import trees
+
+    sets = ["training.max_steps=1", "model.num_hidden_layers=1", 'training.device="cpu"']
+    _, provenance = trees.train_in_tree(tree, "examples/qwen3-moe-tiny.toml", sets, tmp_path / "run", "copy")
+    assert provenance["package"] == str(tree / "pithtrain")
+    assert provenance["code_hash"] == trees.code_hash(tree / "pithtrain")
+
+
+def test_validate_correctness_fails_when_the_base_ran_the_working_tree(monkeypatch, capsys, tmp_path):
+    monkeypatch.syspath_prepend(str(REPO / "skills" / "validate-correctness" / "scripts"))
+    sys.modules.pop("check", None)
+    import check as correctness
+
+    records = [{"step": 1, "loss": 7.0, "grad_norm": 1.0}]
+    same = {"package": "/somewhere/pithtrain", "code_hash": "0123abcd"}
+    monkeypatch.setattr(correctness, "changed_code", lambda repo, base: ["pithtrain/models/qwen3_moe.py"])
+    monkeypatch.setattr(correctness, "train_in_tree", lambda *a: (records, same))
+    monkeypatch.setattr(correctness, "base_worktree", lambda repo, base: contextlib.nullcontext((tmp_path, "0" * 40)))
+    monkeypatch.setattr(sys, "argv", ["check.py", "--repo", str(REPO)])
+    assert correctness.main() == 1
+    assert "FAIL: base and working tree ran the same code" in capsys.readouterr().out
+    sys.modules.pop("check", None)
