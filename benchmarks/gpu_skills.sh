@@ -32,13 +32,14 @@ fi
 run() {  # run NAME CMD...: its output goes to the log; its PASS/FAIL lines to the table
   local name=$1 start=$SECONDS
   shift
-  timeout 300 "$@" > "$SCRATCH/$name.out" 2>&1
+  timeout 200 "$@" > "$SCRATCH/$name.out" 2>&1
   local rc=$?
   { echo "== $name: $*"; cat "$SCRATCH/$name.out"; echo "rc=$rc seconds=$((SECONDS - start))"; } >> "$LOG"
   local verdict
   verdict=$(grep -E '^(PASS|FAIL)' "$SCRATCH/$name.out" | head -n 2 | tr '\n' ' ')
   [ -n "$verdict" ] || verdict=$(tail -n 1 "$SCRATCH/$name.out")
   ROWS+=("$(printf '%-21s %-6s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "${verdict:0:160}")")
+  echo "${ROWS[-1]}"  # as it happens too, in case an outer timeout cuts the table
 }
 ROWS=()
 
