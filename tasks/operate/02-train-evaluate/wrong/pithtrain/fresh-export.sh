@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Wrong: everything as the gold, but the Hugging Face export holds a freshly initialised model of the same config
-# (the trained checkpoint was never exported), and evaluate.sh is run on it.
+# Wrong: everything as the gold, but the Hugging Face export is then replaced by a freshly initialised model of the
+# same config (the gold's evaluate log, which named artifacts/hf-export, stays the newest).
 set -euo pipefail
 GOLD_DIR="$GOLD_DIR/../../gold/pithtrain" bash "$GOLD_DIR/../../gold/pithtrain/solve.sh"
 python - <<'PY'
@@ -17,4 +17,3 @@ for f in ("tokenizer.json", "tokenizer_config.json"):
 shutil.rmtree("artifacts/hf-export")
 shutil.move("artifacts/hf-fresh", "artifacts/hf-export")
 PY
-bash evaluate.sh artifacts/hf-export
