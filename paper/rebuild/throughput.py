@@ -37,8 +37,9 @@ def mesh_str(m: dict) -> str:
 
 
 def measured_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The latest fair call per config, one row per (mesh, routing, framework): medians over runs."""
-    latest = df.groupby("config")["call_id"].transform("max")
+    """The latest fair call per config and routing (a device call measures natural and balanced routing in calls of
+    their own), one row per (mesh, routing, framework): medians over runs."""
+    latest = df.groupby(["config", "routing"])["call_id"].transform("max")
     df = df[df["call_id"] == latest].copy()
     df["mesh_s"] = df["mesh"].map(mesh_str)
     rows = []
