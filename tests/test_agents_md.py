@@ -5,7 +5,9 @@ import re
 
 from conftest import REPO
 
-BENCHMARK_WORDS = r"ate[_-]bench|ATE-Bench|\bATE\b|agent-task efficiency|tasks/(qa|operate|feature)|checker|gold solution"
+BENCHMARK_WORDS = (
+    r"ate[_-]bench|ATE-Bench|\bATE\b|agent-task efficiency|tasks/(qa|operate|feature)|checker|gold solution"
+)
 
 
 def test_agents_md_says_nothing_about_the_benchmark():
