@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trees import RunError, base_worktree, changed_code, repo_root, train_in_tree
+from trees import RunError, base_worktree, changed_code, repo_root, same_code_problem, train_in_tree
 
 METRICS = ("loss", "grad_norm")
 
@@ -65,8 +65,8 @@ def main() -> int:
         record = {"base_commit": commit, "base_code": prov1["code_hash"], "work_code": prov_w["code_hash"]}
         record |= {"changed": changed, "base1": base1, "base2": base2, "work": work}
         args.record.write_text(json.dumps(record, indent=1))
-    if changed and prov1["code_hash"] == prov_w["code_hash"]:
-        print(f"FAIL: base and working tree ran the same code ({prov1['code_hash']}) although {changed} differ")
+    if problem := same_code_problem(changed, prov1, prov_w):
+        print(f"FAIL: {problem}")
         return 1
     violation = first_violation(base1, base2, work, args.multiple, args.floor)
     if violation:

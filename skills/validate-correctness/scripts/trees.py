@@ -50,6 +50,14 @@ def changed_code(repo: Path, base: str) -> list[str]:
 
 
 @contextlib.contextmanager
+def same_code_problem(changed: list[str], base_prov: dict, work_prov: dict) -> str:
+    """Why the comparison proves nothing, or "": both sides ran the same code although pithtrain/ differs (the base
+    imported the working tree, as the authors' skill once did)."""
+    if changed and base_prov["code_hash"] == work_prov["code_hash"]:
+        return f"base and working tree ran the same code ({base_prov['code_hash']}) although {changed} differ"
+    return ""
+
+
 def base_worktree(repo: Path, base: str):
     """A clean checkout of `base` (detached `git worktree`, removed afterwards); yields (path, commit)."""
     commit = git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")

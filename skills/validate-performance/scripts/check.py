@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validate-correctness" / "scripts"))
-from trees import RunError, base_worktree, changed_code, repo_root, train_in_tree  # noqa: E402
+from trees import RunError, base_worktree, changed_code, repo_root, same_code_problem, train_in_tree  # noqa: E402
 
 
 def rate(records: list, warmup: int) -> float:
@@ -77,8 +77,8 @@ def main() -> int:
         record = {"base": base_name, "base_code": prov_b["code_hash"], "work_code": prov_w["code_hash"]}
         record |= {"base_tokens_per_s": base, "work_tokens_per_s": work, "spread": spread, "tolerance": tolerance}
         args.record.write_text(json.dumps(record, indent=1))
-    if changed and prov_b["code_hash"] == prov_w["code_hash"]:
-        print(f"FAIL: base and working tree ran the same code ({prov_b['code_hash']}) although {changed} differ")
+    if problem := same_code_problem(changed, prov_b, prov_w):
+        print(f"FAIL: {problem}")
         return 1
     if max(work) < floor:
         print(
