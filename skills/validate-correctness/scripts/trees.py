@@ -49,7 +49,6 @@ def changed_code(repo: Path, base: str) -> list[str]:
     return sorted(p for p in changed if p)
 
 
-@contextlib.contextmanager
 def same_code_problem(changed: list[str], base_prov: dict, work_prov: dict) -> str:
     """Why the comparison proves nothing, or "": both sides ran the same code although pithtrain/ differs (the base
     imported the working tree, as the authors' skill once did)."""
@@ -58,6 +57,7 @@ def same_code_problem(changed: list[str], base_prov: dict, work_prov: dict) -> s
     return ""
 
 
+@contextlib.contextmanager
 def base_worktree(repo: Path, base: str):
     """A clean checkout of `base` (detached `git worktree`, removed afterwards); yields (path, commit)."""
     commit = git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
