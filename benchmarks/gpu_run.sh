@@ -11,6 +11,9 @@
 #    estimate-memory) alone on the GPU, since two of them time; $OUT/skills/ gets its log and kernels.csv;
 # 7. with ATE_GPU1=1, runs the gpu1 golds of the operate and feature tasks side by side (tasks/operate/gpu1_golds.sh,
 #    tasks/feature/gpu1_golds.sh), each inside ATE_BUDGET_S (default 360 s): $OUT/operate/ and $OUT/feature-gpu1*;
+# 7b. with PROFILE="CONFIG:VARIANT[:base] ...", runs benchmarks/profile_step.py on each (VARIANT eager, compiled or fp8;
+#    ":base" runs it from .bench-base/base.tar, `git archive` of the commit before a change, for a before/after pair
+#    in one call); their tables go to $OUT/profiles.txt;
 # 8. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l and -8l) on GPUS (default 1; 1,2
 #    adds EP2), with FRAMEWORKS (default: pithtrain eager, compiled and FP8, TorchTitan compiled, and megatron-core:
 #    benchmarks/megatron_core_run.py, its wheel carried in .whl/), in a random order within each block, STEPS
@@ -37,6 +40,10 @@ GPUS=${GPUS:-1}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
+if [ -f .bench-base/base.tar ]; then
+  rm -rf /tmp/pith-base && mkdir -p /tmp/pith-base && tar -xf .bench-base/base.tar -C /tmp/pith-base \
+    && echo "base tree for profiles: $(cat .bench-base/commit)"
+fi
 if [ -f .bench-head/head.tar ]; then
   rm -rf /tmp/pith-head && mkdir -p /tmp/pith-head && tar -xf .bench-head/head.tar -C /tmp/pith-head \
     && { [ ! -d .whl ] || cp -r .whl /tmp/pith-head/; } && export PITH_GIT_COMMIT=$(cat .bench-head/commit) PITH_GIT_DIRTY=0 \
@@ -61,6 +68,7 @@ cat "$OUT/env.txt"
 if [ "${TESTS:-1}" = 1 ]; then
   echo "== operator tests on CUDA"
   timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_operators.py tests/test_fp8_gemm.py tests/test_fp8_linear.py \
+    tests/test_weight_update_operators.py \
     -k "not training" > "$OUT/operators.log" 2>&1
   echo "operators: exit $? ($(tail -n 1 "$OUT/operators.log"))"
 fi
@@ -94,6 +102,16 @@ if [ "${ATE_GPU1:-0}" = 1 ]; then
   wait
   echo "-- operate"; tail -n 12 /tmp/operate-gpu1.txt; echo "-- feature"; tail -n 30 /tmp/feature-gpu1.txt
 fi
+
+for entry in ${PROFILE:-}; do
+  IFS=: read -r config variant which <<< "$entry"
+  tree=.; [ "$which" = base ] && tree=/tmp/pith-base
+  echo "== profile $config $variant (${which:-this tree}; deadline $((BUDGET_S - SECONDS - 15)) s)" | tee -a "$OUT/profiles.txt"
+  if [ $((BUDGET_S - SECONDS)) -lt 120 ]; then echo "skipped: under 120 s left" | tee -a "$OUT/profiles.txt"; continue; fi
+  (cd "$tree" && timeout $((BUDGET_S - SECONDS - 15)) python3 benchmarks/profile_step.py --config "$config" \
+    --variant "$variant" --out /tmp/profiles 2>&1) | grep -v "^W1\|OMP_NUM" | tail -n 45 >> "$OUT/profiles.txt"
+  grep -A 12 "^kind" "$OUT/profiles.txt" | tail -n 13; grep "step wall time" "$OUT/profiles.txt" | tail -n 1
+done
 
 entry_index=0
 for entry in $CONFIGS; do

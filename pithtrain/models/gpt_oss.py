@@ -35,6 +35,7 @@ from pithtrain.contexts import distributed
 from pithtrain.modules.expert_parallel import combine, dispatch
 from pithtrain.modules.ring_attention import ring_attention
 from pithtrain.operators.cross_entropy import linear_cross_entropy
+from pithtrain.operators.weight_cast import cast_weight
 
 
 @dataclass
@@ -237,9 +238,9 @@ class GptOssExperts(nn.Module):
         # Each row's expert, for the biases; output_size avoids a device sync.
         expert_N = torch.repeat_interleave(torch.arange(E, device=x_ND.device), tokens_per_expert_E, output_size=N)
         x_ND = x_ND.to(autocast_dtype(x_ND))  # autocast does not cover grouped matmuls
-        gate_up_N2I = torch._grouped_mm(x_ND, self.gate_up_proj.to(x_ND.dtype), offs=offsets_E)
+        gate_up_N2I = torch._grouped_mm(x_ND, cast_weight(self.gate_up_proj, x_ND.dtype), offs=offsets_E)
         h_NI = self.swiglu(gate_up_N2I + self.gate_up_proj_bias.to(x_ND.dtype)[expert_N])
-        y_ND = torch._grouped_mm(h_NI, self.down_proj.to(h_NI.dtype), offs=offsets_E)
+        y_ND = torch._grouped_mm(h_NI, cast_weight(self.down_proj, h_NI.dtype), offs=offsets_E)
         return y_ND + self.down_proj_bias.to(y_ND.dtype)[expert_N]
 
     def reference_forward(self, x_TD: torch.Tensor, topk_ids_TK: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,7 @@ from pithtrain.modules.ring_attention import ring_attention
 from pithtrain.operators.cross_entropy import linear_cross_entropy
 from pithtrain.operators.fp8_linear import fp8_grouped_linear, fp8_linear
 from pithtrain.operators.swiglu import swiglu
+from pithtrain.operators.weight_cast import cast_weight
 
 
 @dataclass
@@ -193,9 +194,11 @@ class Qwen3MoeExperts(nn.Module):
             h_NI = swiglu(fp8_grouped_linear(x_ND, self.gate_up_proj, offsets_E))
             return fp8_grouped_linear(h_NI, self.down_proj, offsets_E)
         x_ND = x_ND.to(autocast_dtype(x_ND))  # autocast does not cover grouped matmuls
-        gate_up_N2I = torch._grouped_mm(x_ND, self.gate_up_proj.to(x_ND.dtype).transpose(-2, -1), offs=offsets_E)
+        gate_up_N2I = torch._grouped_mm(
+            x_ND, cast_weight(self.gate_up_proj, x_ND.dtype).transpose(-2, -1), offs=offsets_E
+        )
         h_NI = swiglu(gate_up_N2I)  # silu(gate) * up, one fused kernel on GPU
-        return torch._grouped_mm(h_NI, self.down_proj.to(h_NI.dtype).transpose(-2, -1), offs=offsets_E)
+        return torch._grouped_mm(h_NI, cast_weight(self.down_proj, h_NI.dtype).transpose(-2, -1), offs=offsets_E)
 
     def reference_forward(self, x_TD: torch.Tensor, topk_ids_TK: torch.Tensor) -> torch.Tensor:
         """Per-expert loop (the test oracle, one rank): y_TKD, each token's output from each chosen expert."""

@@ -1,4 +1,4 @@
-"""Process groups and the device mesh (PP, DP, CP, EP), FSDP2 wrapping, and distributed grad-norm clipping.
+"""Process groups and the device mesh (PP, DP, CP, EP), FSDP2 wrapping, and the distributed gradient norm.
 
 Launch with torchrun: `torchrun --nproc-per-node N -m pithtrain train CFG --set distributed.expert_parallel_size=2`.
 DP is inferred: world_size / (PP x CP x EP). NCCL on CUDA, gloo on CPU (`setup_distributed`, the one place).
@@ -138,8 +138,9 @@ def apply_fsdp(model: torch.nn.Module, layers: "list[DecoderLayer]", device: tor
         module.set_gradient_divide_factor(1.0)
 
 
-def clip_grad_norm(parameters, max_norm: float, hsdp: bool) -> torch.Tensor:
-    """Global L2 norm of all gradients, then scale them down to `max_norm` (inf: no clipping).
+def global_grad_norm(parameters, hsdp: bool) -> torch.Tensor:
+    """Global L2 norm of all gradients (a 0-d fp32 tensor; clipping is applied inside the optimizer's pass,
+    operators/adamw.py).
 
     Every rank holds a disjoint piece of the gradients (FSDP shards, its own experts, its own pipeline
     stage), so the squared norm is the world-wide sum of local squared norms; HSDP replicas count once."""
@@ -147,7 +148,7 @@ def clip_grad_norm(parameters, max_norm: float, hsdp: bool) -> torch.Tensor:
     local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
     device = local[0].device if local else torch.device("cpu")
     sq = torch.zeros((), device=device, dtype=torch.float32)
-    # foreach kernels: one read of every gradient for the norm, one read-write for the scaling, few launches.
+    # foreach kernels: one read of every gradient, few launches.
     for dtype in sorted({g.dtype for g in local}, key=str):
         norms = torch._foreach_norm([g for g in local if g.dtype == dtype], 2, dtype=torch.float32)
         sq += torch.stack(norms).pow(2).sum()
@@ -155,8 +156,4 @@ def clip_grad_norm(parameters, max_norm: float, hsdp: bool) -> torch.Tensor:
         dist.all_reduce(sq)
         if hsdp:
             sq /= distributed.dp_size
-    norm = sq.sqrt()
-    coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
-    if local:
-        torch._foreach_mul_(local, coef)
-    return norm
+    return sq.sqrt()

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from pithtrain.operators.fp8 import BLOCK, dequantize_1x128, quantize_1x128, quantize_128x128_transposed
 from pithtrain.operators.fp8_gemm import fp8_grouped_mm
+from pithtrain.operators.weight_cast import cast
 
 _weight_cache: dict[int, tuple] | None = None  # id(weight) -> (weight, its quantised forms); a dict only in a step
 
@@ -123,7 +124,7 @@ def fp8_linear_backward(
     _, _, q_KN, s_KbNb = quantized_weight(weight)
     dx_MK = matmul_quantized_weight(dy_MN, q_KN, s_KbNb)
     dW_NK = scaled_mm(*quantize_1x128(dy_MN.t(), scales_col_major=True), q_KM, s_KMb, b_tiles=False)
-    return dx_MK, dW_NK.to(weight.dtype)
+    return dx_MK, cast(dW_NK, weight.dtype)
 
 
 @fp8_linear_backward.register_fake
@@ -166,7 +167,7 @@ class FP8GroupedLinear(torch.autograd.Function):
         dy_MN = grad_y_MN.to(torch.bfloat16).contiguous()
         dx_MK = fp8_grouped_mm(*quantize_1x128(dy_MN), q_EKN.mT, s_EKbNb.mT, offs_E)
         dW_ENK = torch._grouped_mm(dy_MN.t(), x_MK, offs=offs_E)
-        return dx_MK, dW_ENK.to(ctx.w_dtype), None
+        return dx_MK, cast(dW_ENK, ctx.w_dtype), None
 
 
 def fp8_grouped_linear(x_MK: torch.Tensor, weight_ENK: torch.Tensor, offs_E: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ from pithtrain.modules.checkpoint import (
     save_checkpoint,
 )
 from pithtrain.modules.data import DataCfg, ResumableSampler, get_batch, make_dataset
-from pithtrain.modules.distributed import DistributedCfg, apply_fsdp, clip_grad_norm, setup_distributed
+from pithtrain.modules.distributed import DistributedCfg, apply_fsdp, global_grad_norm, setup_distributed
 from pithtrain.modules.logging import LoggingCfg, ProgressLogger, check_logging_packages
 from pithtrain.modules.ring_attention import zigzag_positions, zigzag_split
 from pithtrain.modules.training import (
@@ -37,6 +37,7 @@ from pithtrain.modules.training import (
     schedule_of,
 )
 from pithtrain.operators import fp8_linear
+from pithtrain.operators.adamw import adamw_step
 
 
 @dataclass
@@ -243,13 +244,15 @@ def _forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
 def optimizer_step(run: Run, step: int) -> tuple[torch.Tensor, float]:
     """Clip the gradients, update with optimizer step `step`'s learning rate, clear them. Returns (grad norm, lr)."""
     tc = run.cfg.training
-    grad_norm = clip_grad_norm(run.model.parameters(), tc.grad_clip or float("inf"), run.cfg.distributed.hsdp)
+    norm = global_grad_norm(run.model.parameters(), run.cfg.distributed.hsdp)
+    # The clipping factor multiplies the gradients inside AdamW's pass, not in a pass of its own.
+    clip_coef = torch.clamp(tc.grad_clip / (norm + 1e-6), max=1.0) if tc.grad_clip else torch.ones_like(norm)
     lr = lr_at(step, tc)
     for group in run.optimizer.param_groups:
         group["lr"] = lr
-    run.optimizer.step()
+    adamw_step(run.optimizer, clip_coef)
     run.optimizer.zero_grad(set_to_none=True)
-    return grad_norm, lr
+    return norm, lr
 
 
 def launch(cfg: PretrainLMCfg) -> list[dict]:
