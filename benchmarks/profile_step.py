@@ -35,7 +35,7 @@ from pithtrain.tasks.pretrain_lm import forward_backward, load_pretrain_cfg, opt
 KINDS = [
     ("communication", r"nccl|all_to_all|AllGather|ReduceScatter|AllReduce"),
     ("optimizer", r"adam|Adam|multi_tensor|foreach"),
-    ("copy / cast", r"^_cast_kernel$"),  # operators/weight_cast.py, a Triton kernel doing what torch's casts did
+    ("copy / cast", r"^_upcast_kernel$"),  # operators/weight_cast.py, a Triton kernel doing what torch's casts did
     ("attention", r"flash|fmha|attention|cudnn|sdpa"),
     ("grouped matmul", r"grouped|Grouped"),
     ("matmul", r"gemm|Gemm|nvjet|cutlass|sm90_xmma|wgmma|GEMM|cublas"),

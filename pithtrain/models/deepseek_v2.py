@@ -400,7 +400,9 @@ class DeepseekV2DecoderLayer(nn.Module):
         n_BSD = self.post_attention_layernorm(h_BSD)
         topk_ids_TK, topk_w_TK = self.mlp.route(n_BSD, aux_loss_scale)
         h_BSD = h_BSD + self.mlp.shared_experts(n_BSD)
-        return h_BSD, n_BSD.reshape(-1, n_BSD.shape[-1]), topk_ids_TK, topk_w_TK
+        # The experts' input leaves in the matmul dtype: the permutation (or all-to-all) moves half of fp32's
+        # bytes, and no cast runs on its K-times-larger routed copy (nor on that copy's gradient).
+        return h_BSD, n_BSD.reshape(-1, n_BSD.shape[-1]).to(autocast_dtype(n_BSD)), topk_ids_TK, topk_w_TK
 
     def forward_stage3(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
         return self.mlp.experts(x_ND, tokens_per_expert_E)

@@ -292,7 +292,9 @@ class Qwen3MoeDecoderLayer(nn.Module):
         h_BSD = x_BSD + self.self_attn(self.input_layernorm(x_BSD), cos, sin)
         n_BSD = self.post_attention_layernorm(h_BSD)
         topk_ids_TK, topk_w_TK = self.mlp.route(n_BSD, aux_loss_scale)
-        return h_BSD, n_BSD.reshape(-1, n_BSD.shape[-1]), topk_ids_TK, topk_w_TK
+        # The experts' input leaves in the matmul dtype: the permutation (or all-to-all) moves half of fp32's
+        # bytes, and no cast runs on its K-times-larger routed copy (nor on that copy's gradient).
+        return h_BSD, n_BSD.reshape(-1, n_BSD.shape[-1]).to(autocast_dtype(n_BSD)), topk_ids_TK, topk_w_TK
 
     def forward_stage3(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
         return self.mlp.experts(x_ND, tokens_per_expert_E)
