@@ -138,6 +138,7 @@ def test_paper_numbers_go_to_the_task_of_their_category():
 
 
 def test_throughput_counts_only_the_latest_fair_call(built):
+    """Per framework, its latest fair call; its ratio against the baseline measured in that call."""
     _, outputs = built
     t = table(outputs, "throughput")
     paper_rows = t[t["command"].fillna("").str.startswith("salloc")]
@@ -147,6 +148,10 @@ def test_throughput_counts_only_the_latest_fair_call(built):
     assert t.loc["pithtrain-compiled", "runs"] == 3
     assert t.loc["pithtrain-compiled", "x_torchtitan_compiled"] == pytest.approx(1.5)
     assert t.loc["megatron-core", "status"].startswith("skipped")
+    # A later call re-measured FP8 alone: its row is that call's, with no TorchTitan ratio (none in that call).
+    assert t.loc["pithtrain-fp8", "tokens_per_s_per_gpu"] == 77 and pd.isna(
+        t.loc["pithtrain-fp8", "x_torchtitan_compiled"]
+    )
 
 
 def test_ablation_reduction_and_spread(built):

@@ -2,8 +2,9 @@
 
 Records: `results/throughput/*.jsonl` (benchmarks/throughput.py, one line per run). Only fair records
 count: those with `"input_pipeline": "synthetic-in-memory"` (issue 18: before it, TorchTitan's side
-tokenized its corpus inside the timed step, so its speed was understated). Per configuration, the latest
-call holding fair records is shown; within it, each (mesh, routing, framework) is the median over its runs.
+tokenized its corpus inside the timed step, so its speed was understated). Each (config, mesh, routing,
+framework) shows its latest fair call, the median over its runs there, and its ratios against the baselines
+measured in that same call (a later call may re-measure some frameworks only: a ratio never spans two calls).
 The paper's configurations are the `where = "slurm"` tables of benchmarks/configs.toml. The CPU smoke run
 (`results/throughput-smoke/`) checks that the pipeline runs on this machine; it is no speed claim.
 """
@@ -22,7 +23,7 @@ CONFIGS = REPO / "benchmarks" / "configs.toml"
 COLUMNS = [
     "config", "hardware", "gpus", "mesh", "routing", "framework", "runs", "tokens_per_s_per_gpu",
     "x_torchtitan_compiled", "x_megatron_core", "mfu_vs_measured_peak", "peak_mem_gib", "peak_mem_kind",
-    "nvidia_smi_gib", "call_id", "command", "status",
+    "nvidia_smi_gib", "call_id", "commit", "command", "status",
 ]  # fmt: skip
 PENDING = "not measured: fair re-measure pending (no record with input_pipeline = synthetic-in-memory)"
 
@@ -37,13 +38,13 @@ def mesh_str(m: dict) -> str:
 
 
 def measured_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The latest fair call per config and routing (a device call measures natural and balanced routing in calls of
-    their own), one row per (mesh, routing, framework): medians over runs."""
-    latest = df.groupby(["config", "routing"])["call_id"].transform("max")
-    df = df[df["call_id"] == latest].copy()
+    """One row per (config, mesh, routing, framework) from its latest fair call: medians over runs, ratios against
+    the baselines of that call."""
+    df = df.copy()
     df["mesh_s"] = df["mesh"].map(mesh_str)
     rows = []
-    for (config, gpus, mesh, routing, label), g in df.groupby(["config", "gpus", "mesh_s", "routing", "label"]):
+    keys = ["call_id", "config", "gpus", "mesh_s", "routing", "label"]
+    for (call_id, config, gpus, mesh, routing, label), g in df.groupby(keys):
         ok = g[g["status"] == "ok"]
         rows.append(
             {
@@ -59,18 +60,22 @@ def measured_rows(df: pd.DataFrame) -> pd.DataFrame:
                 "peak_mem_gib": ok["peak_mem_gib"].max() if len(ok) else None,
                 "peak_mem_kind": ok["peak_mem_kind"].iloc[0] if len(ok) else "",
                 "nvidia_smi_gib": ok["peak_mem_nvidia_smi_gib"].max() if "peak_mem_nvidia_smi_gib" in ok else None,
-                "call_id": g["call_id"].iloc[0],
+                "call_id": call_id,
+                "commit": str(g["git_commit"].iloc[0])[:7]
+                if "git_commit" in g
+                else "",  # rows may come from calls of several commits
                 "status": MEASURED if len(ok) else "; ".join(sorted(set(g["status"] + ": " + g["error"].fillna("")))),
             }
         )
     out = pd.DataFrame(rows)
     for base, col in zip(BASELINES, ("x_torchtitan_compiled", "x_megatron_core")):
-        ref = out[out["framework"] == base].set_index(["config", "mesh", "routing"])["tokens_per_s_per_gpu"]
-        keys = list(zip(out["config"], out["mesh"], out["routing"]))
+        ref = out[out["framework"] == base].set_index(["call_id", "config", "mesh", "routing"])["tokens_per_s_per_gpu"]
+        keys = list(zip(out["call_id"], out["config"], out["mesh"], out["routing"]))
         out[col] = [
             t / ref[k] if k in ref.index and ref[k] else None for t, k in zip(out["tokens_per_s_per_gpu"], keys)
         ]
-    return out.reindex(columns=COLUMNS)
+    latest = out.groupby(["config", "mesh", "routing", "framework"])["call_id"].transform("max")
+    return out[out["call_id"] == latest].reindex(columns=COLUMNS)
 
 
 def paper_configs() -> pd.DataFrame:
