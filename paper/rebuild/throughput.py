@@ -61,9 +61,7 @@ def measured_rows(df: pd.DataFrame) -> pd.DataFrame:
                 "peak_mem_kind": ok["peak_mem_kind"].iloc[0] if len(ok) else "",
                 "nvidia_smi_gib": ok["peak_mem_nvidia_smi_gib"].max() if "peak_mem_nvidia_smi_gib" in ok else None,
                 "call_id": call_id,
-                "commit": str(g["git_commit"].iloc[0])[:7]
-                if "git_commit" in g
-                else "",  # rows may come from calls of several commits
+                "commit": str(g["git_commit"].iloc[0])[:7],  # rows may come from calls of several commits
                 "status": MEASURED if len(ok) else "; ".join(sorted(set(g["status"] + ": " + g["error"].fillna("")))),
             }
         )
