@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ate_bench import agents
+from ate_bench import agents, sandbox
 from ate_bench.gpu import gpu_inventory
 from ate_bench.procs import run_process_tree
-from ate_bench.runner import BASE_ENV, _minimal_env, host_info, run_checker, script_logs
+from ate_bench.runner import BASE_ENV, NO_SANDBOX, _minimal_env, host_info, run_checker, script_logs
 from ate_bench.tasks import TaskError, TaskSpec, load_tasks, task_ids
 from ate_bench.workspace import Workspace, materialize, repo_state, resolve_mode, tree_sha256
 
@@ -194,8 +194,10 @@ def validate_row(
     spaces: _Workspaces,
     gpus_here: int,
     show: Callable[[Cell], None] = lambda cell: None,
+    isolated: bool = True,
 ) -> list[Cell]:
-    """The row's cells, each passed to `show` as it is decided (progress)."""
+    """The row's cells, each passed to `show` as it is decided (progress); checkers in the sandbox
+    unless not `isolated`."""
     cases = cases_for(task, framework, profile, all_tasks)
     need = task.gpus_for(profile)
     if need > gpus_here:
@@ -247,7 +249,7 @@ def validate_row(
         unclosed = script_logs(ws.path)["without_exit_time"]
         if unclosed:  # the provided scripts' trap must close every log (active GPU time is read from them)
             notes.append(f"{len(unclosed)} provided-script log(s) without an exit-time line: {', '.join(unclosed)}")
-        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile)
+        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile, isolated)
         changed = spaces.done(ws, held)
         if changed:
             cells.append(cell("ERROR", [changed, *verdict.reasons, *notes]))
@@ -259,6 +261,10 @@ def validate_row(
 def _mark(c: Cell) -> str:
     """`case:VERDICT`, `!!` when it is not as expected: one entry of the printed matrix."""
     return f"{c.case}:{'not-run' if c.verdict == NOT_RUN else c.verdict}" + ("!!" if c.unexpected else "")
+
+
+def _show(c: Cell) -> None:
+    print(f" {_mark(c)}", end="", flush=True)
 
 
 def _row_tail(cells: list[Cell]) -> str:
@@ -306,6 +312,8 @@ def write_record(out_dir: Path, record: dict) -> Path:
 
 def run_validate(args: argparse.Namespace, command: list[str]) -> int:
     chosen, all_tasks = select_tasks(args.tasks_dir.resolve(), args.tasks)
+    if not args.no_sandbox and sandbox.unavailable():
+        raise agents.CannotStart(NO_SANDBOX.format(why=sandbox.unavailable()))
     gpus_here = len(gpu_inventory())
     started = time.monotonic()
     rows = [
@@ -326,9 +334,7 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
         spaces = _Workspaces(scratch, args.source, args.cache_dir)
         for task, fw, profile in rows:
             print(f"{task.id:11} {fw:11} {profile or '-':6}", end="", flush=True)
-            row = validate_row(
-                task, fw, profile, all_tasks, spaces, gpus_here, lambda c: print(f" {_mark(c)}", end="", flush=True)
-            )
+            row = validate_row(task, fw, profile, all_tasks, spaces, gpus_here, _show, not args.no_sandbox)
             print(_row_tail(row), flush=True)
             cells += row
     finally:
@@ -340,6 +346,7 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
         **provenance(command),
         "seconds": round(time.monotonic() - started, 1),
         "workspaces": spaces.info,
+        "sandbox": {"isolated": not args.no_sandbox},
         "tasks": {
             t.id: {
                 "dir": str(t.dir),
