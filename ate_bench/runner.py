@@ -400,10 +400,12 @@ def _hidden(*more: Path) -> list[Path]:
 
 
 def _agent_sandbox(opts: RunOptions, plan: _Plan, workspace: Path, path_env: str) -> sandbox.Sandbox:
-    """Writes: its workspace, HOME, TMPDIR and outbox. Hidden: the tasks, the results, every other run."""
+    """Writes: its workspace, HOME, TMPDIR and outbox. Hidden: the tasks (but the gold's own directory,
+    for the `gold` agent), the results, every other run."""
     writable = [workspace, plan.work / "home", plan.work / "tmp", plan.outbox]
+    readable = [opts.task.gold_script(opts.framework).parent] if opts.agent == "gold" else []
     hidden = _hidden(opts.task.dir.parent.parent, opts.results_dir, opts.work_root, opts.cache_dir)
-    return sandbox.make_sandbox(writable, [], hidden, path_env, plan.launch.argv[0])
+    return sandbox.make_sandbox(writable, readable, hidden, path_env, plan.launch.argv[0])
 
 
 def _launch_agent(

@@ -210,6 +210,7 @@ def _build_root(new: str, spec: dict) -> None:
         if os.path.isdir(path):
             os.makedirs(target, exist_ok=True)  # only ever inside a hidden path's tmpfs
         elif not os.path.exists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
             open(target, "w").close()
         _mount(path, target, None, MS_BIND | MS_REC)
     _make_dev(new)
