@@ -234,18 +234,20 @@ def _sandboxed_attack(root: Path, as_user: list[str]) -> str:
     for d in (ws, hidden):
         d.mkdir()
     (hidden / "checker.py").write_text("secret checker\n")
-    os.chmod(root, 0o777)
+    os.chmod(root, 0o755)
     for d in (ws, hidden, *hidden.iterdir()):
         os.chown(d, *((65534, 65534) if as_user else (os.getuid(), os.getgid())))
     code = (
-        "import sys; from pathlib import Path; from ate_bench import sandbox as s\n"
+        "import sys; from pathlib import Path; import sandbox as s\n"
         "why = s.unavailable()\n"
         "if why: print(why); sys.exit(77)\n"
         f"box = s.make_sandbox([Path('{ws}')], [], [Path('{hidden}'), Path('{REPO_ROOT}')], '/usr/bin:/bin', 'bash')\n"
         "env = {'PATH': '/usr/bin:/bin', 'WS': sys.argv[2], 'HIDDEN': sys.argv[3], 'TOKEN': sys.argv[4]}\n"
         "sys.exit(__import__('subprocess').run(s.wrap(['bash', '-c', sys.argv[1]], box), env=env).returncode)\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT), "CANARY_SECRET": CANARY, "HOME": str(root)}
+    # A copy of sandbox.py (standard library only) where `nobody` can read it, wherever the checkout is.
+    shutil.copy(Path(sandbox.__file__), root / "sandbox.py")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "CANARY_SECRET": CANARY, "HOME": str(root)}
     python = "/usr/bin/python3" if as_user else sys.executable  # a normal user may not read the caller's venv
     try:
         done = subprocess.run(
@@ -295,3 +297,17 @@ def test_sandbox_refuses_unless_told(dirs, monkeypatch, capsys):
     assert main(argv + ["--no-sandbox"]) == 0
     (path,) = dirs["results_dir"].glob("*/record.json")
     assert json.loads(path.read_text())["sandbox"] == {"isolated": False, "why": "--no-sandbox"}
+
+
+@pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="no NVIDIA GPU here (benchmarks/gpu_run.sh runs this)")
+@needs_sandbox
+def test_gpus_are_usable_in_the_sandbox(tmp_path):
+    """The sandbox's /dev keeps the GPUs: nvidia-smi and a CUDA tensor work inside, as outside."""
+    probe = "import torch; x = torch.ones(1024, device='cuda'); print('cuda', torch.cuda.device_count(), int(x.sum()))"
+    script = f'nvidia-smi -L | head -1; {sys.executable} -c "{probe}"'
+    box = sandbox.make_sandbox([tmp_path], [], [REPO_ROOT], os.environ["PATH"], "bash")
+    done = subprocess.run(sandbox.wrap(["bash", "-c", script], box), cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    outside = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines()[0]
+    assert done.stdout.splitlines()[0] == outside
+    assert done.stdout.splitlines()[1].startswith("cuda ") and done.stdout.split()[-1] == "1024"
