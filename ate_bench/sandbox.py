@@ -84,9 +84,9 @@ def make_sandbox(
     Python (its prefixes), the prefix of each PATH entry (`~/.pyenv` for `~/.pyenv/shims`, `~/.local` for
     `~/.local/bin`; the entry alone where its parent is a hidden path itself, as `~` is for `~/bin`) and
     the directory `program` (argv[0], found on `path_env`) really lives in, links followed."""
-    hidden = sorted({p.resolve() for p in hidden})
+    hidden = sorted({p.resolve() for p in hidden} - {Path("/")})  # a HOME of `/` hides nothing
     needed = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
-    for entry in filter(None, path_env.split(os.pathsep)):
+    for entry in (e for e in path_env.split(os.pathsep) if os.path.isabs(e)):
         d = Path(entry).resolve()
         needed.append(d if d.parent in hidden else d.parent)
     found = shutil.which(program, path=path_env)
@@ -129,9 +129,13 @@ def unavailable() -> str:
     if platform.machine() not in SYS_PIVOT_ROOT:
         return f"pivot_root's syscall number is not known for {platform.machine()}"
     with tempfile.TemporaryDirectory(prefix="ate-sandbox-probe-") as tmp:
-        box = make_sandbox([Path(tmp) / "w"], [], [], "", "true")
-        box.writable[0].mkdir()
-        done = subprocess.run(wrap(["true"], box), cwd=tmp, capture_output=True, text=True, timeout=60)
+        (Path(tmp) / "hidden" / "w").mkdir(parents=True)
+        box = make_sandbox([Path(tmp) / "hidden" / "w"], [], [Path(tmp) / "hidden"], "", "true")
+        try:
+            argv = wrap(["true"], box)
+        except OSError as e:
+            return str(e)
+        done = subprocess.run(argv, cwd=box.writable[0], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         how = "user namespaces (`unshare --user --map-root-user`)" if os.geteuid() != 0 else "`unshare --mount --pid`"
         last = (done.stderr.strip().splitlines() or ["(no stderr)"])[-1]

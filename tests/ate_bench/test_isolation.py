@@ -311,3 +311,13 @@ def test_gpus_are_usable_in_the_sandbox(tmp_path):
     outside = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines()[0]
     assert done.stdout.splitlines()[0] == outside
     assert done.stdout.splitlines()[1].startswith("cuda ") and done.stdout.split()[-1] == "1024"
+
+
+def test_the_probe_names_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert sandbox.unavailable.__wrapped__() == "`unshare` (util-linux) is not on PATH"
+    fake = tmp_path / "unshare"  # as where namespaces are forbidden (a container, an AppArmor rule)
+    fake.write_text("#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    why = sandbox.unavailable.__wrapped__()
+    assert why.endswith("failed here: unshare: unshare failed: Operation not permitted"), why
