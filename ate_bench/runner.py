@@ -283,6 +283,19 @@ class _Plan:
         return self.work / "out"
 
 
+@dataclass
+class _Before:
+    """What the harness reads before the agent starts, to hold the run to it afterwards."""
+
+    task_files: TaskFiles
+    hashes: dict[str, str]
+    """sha256 of what decides the verdict (the record's task.files)."""
+    tree_sha256: str
+    commit: str
+    """The workspace's baseline commit."""
+    git_config: bytes
+
+
 def run_once(opts: RunOptions) -> Path:
     """One run of one agent on one task and framework; returns the record's path.
 
@@ -290,38 +303,28 @@ def run_once(opts: RunOptions) -> Path:
     """
     plan = _plan(opts)
     ws = _make_workspace(opts, plan)
-    guard = TaskFiles(opts.task)
-    pristine, baseline = tree_sha256(ws.path), baseline_commit(ws.path)
     git_config = (ws.path / ".git" / "config").read_bytes()
+    hashes = opts.task.file_hashes(opts.framework)
+    before = _Before(TaskFiles(opts.task), hashes, tree_sha256(ws.path), baseline_commit(ws.path), git_config)
     env = {**_minimal_env(BASE_ENV + opts.pass_env, plan.work / "home", plan.work / "tmp"), **plan.launch.env}
     box = _agent_sandbox(opts, plan, ws.path, env.get("PATH", "")) if opts.sandbox else None
-    task_files = opts.task.file_hashes(opts.framework)  # before the agent: what the run was judged by
 
     # Phase 3: the agent, its stdout stamped line by line, GPUs sampled while it runs.
     proc, gpu = _launch_agent(opts, plan, ws.path, env, box)
 
-    # Phase 4: transcript -> metrics; diff (before the checker, which may write); checker; task files.
+    # Phase 4: transcript -> metrics; diff (before the checker, which may write); verdict.
     transcript, metrics, metric_error, answer = _read_transcript(opts, plan, proc, gpu)
-    restore_git_config(ws.path, git_config)  # the agent's own git config must not run code as the harness
+    restore_git_config(ws.path, before.git_config)  # the agent's git config must not run code as the harness
     diff, changed = workspace_diff(ws.path)
     (plan.run_dir / "workspace.diff").write_text(diff)
     logs = script_logs(ws.path)  # before the checker, which may run the scripts itself
-    edited = tree_sha256(ws.path) != pristine
-    if opts.task.tools == "read-only" and edited:
-        restore_baseline(ws.path, baseline)  # a Q&A answer is checked against the tree the agent was given
-    verdict = run_checker(opts.task, opts.framework, ws.path, answer, plan.run_dir, plan.profile, opts.sandbox)
-    if opts.task.tools == "read-only" and edited:
-        verdict = _edited_read_only(verdict, changed, tree_sha256(ws.path) == pristine)
-    tampered = guard.restore()
-    if tampered:
-        why = f"task files changed during the run (restored): {', '.join(tampered)}"
-        verdict = Verdict("ERROR", [why], verdict.output, verdict.returncode, verdict.traceback)
+    verdict = _judge(opts, plan, ws.path, answer, before, changed)
 
     notes = _notes(logs, proc, plan)
     record = {
         "schema": RECORD_SCHEMA,
         "run_id": plan.run_id,
-        "task": _task_record(opts.task, plan, task_files),
+        "task": _task_record(opts.task, plan, before.hashes),
         "framework": _framework_record(ws),
         "agent": _agent_record(opts, plan, transcript, env),
         "sandbox": box.record() if box else {"isolated": False, "why": "--no-sandbox"},
@@ -448,6 +451,26 @@ def _read_transcript(opts: RunOptions, plan: _Plan, proc: ProcessResult, gpu: Gp
     if not answer.is_file():
         answer.write_text(transcript.final_message if transcript else "")
     return transcript, metrics, metric_error, answer
+
+
+def _judge(
+    opts: RunOptions, plan: _Plan, workspace: Path, answer: Path, before: _Before, changed: list[str]
+) -> Verdict:
+    """The checker's verdict, unless the harness's own rules decide: task files are compared and restored
+    before the checker (a rewritten checker never runs) and after it (ERROR either way); a read-only
+    workspace that changed is reset to its baseline for the checker, and the verdict is FAIL."""
+    edited = opts.task.tools == "read-only" and tree_sha256(workspace) != before.tree_sha256
+    if edited:
+        restore_baseline(workspace, before.commit)  # a Q&A answer is checked against the tree the agent was given
+    tampered = before.task_files.restore()
+    verdict = run_checker(opts.task, opts.framework, workspace, answer, plan.run_dir, plan.profile, opts.sandbox)
+    tampered += [p for p in before.task_files.restore() if p not in tampered]
+    if edited:
+        verdict = _edited_read_only(verdict, changed, tree_sha256(workspace) == before.tree_sha256)
+    if tampered:
+        why = f"task files changed during the run (restored): {', '.join(tampered)}"
+        verdict = Verdict("ERROR", [why, *verdict.reasons], verdict.output, verdict.returncode, verdict.traceback)
+    return verdict
 
 
 def _edited_read_only(verdict: Verdict, changed: list[str], restored: bool) -> Verdict:
