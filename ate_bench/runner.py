@@ -3,7 +3,8 @@
 A run record is `results/ate/<run_id>/record.json`, next to the stamped stream, the agent's transcript,
 the workspace diff and the checker's log. The workspace itself stays under the work root (outside this
 repository: Claude Code reads CLAUDE.md files in every parent of its working directory) so `check` can
-re-run a checker on it.
+re-run a checker on it. The agent and the checker run in the sandbox of sandbox.py unless the user
+passed --no-sandbox (the record says which).
 """
 
 import dataclasses

@@ -297,6 +297,14 @@ def test_sandbox_refuses_unless_told(dirs, monkeypatch, capsys):
     assert main(argv + ["--no-sandbox"]) == 0
     (path,) = dirs["results_dir"].glob("*/record.json")
     assert json.loads(path.read_text())["sandbox"] == {"isolated": False, "why": "--no-sandbox"}
+    # check and validate run checkers: the same refusal, the same way out.
+    for cmd in (["check", "--record", str(path)], ["validate", "--tasks", "qa-02", "--out", str(dirs["results_dir"])]):
+        cmd += ["--work-root", str(dirs["work_root"])] if cmd[0] == "validate" else []
+        assert main(["--tasks-dir", str(TOY_TASKS), *cmd]) == 2
+        assert "no sandbox: `unshare` (util-linux) is not on PATH" in capsys.readouterr().err
+        assert main(["--tasks-dir", str(TOY_TASKS), *cmd, "--no-sandbox"]) == 0
+    (validation,) = dirs["results_dir"].glob("*.json")
+    assert json.loads(validation.read_text())["sandbox"] == {"isolated": False}
 
 
 @pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="no NVIDIA GPU here (benchmarks/gpu_run.sh runs this)")

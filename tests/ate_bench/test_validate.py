@@ -45,6 +45,7 @@ def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
     assert rec["schema"] == "ate-bench-validation-1"
     assert {"commit", "dirty_paths", "host", "command", "date", "seconds", "workspaces", "tasks"} <= set(rec)
     assert len(rec["workspaces"]["pithtrain"]["tree_sha256"]) == 64
+    assert rec["sandbox"] == {"isolated": True}  # the checkers ran in the sandbox
     assert "qa/toy-cli/key.toml" in rec["tasks"]["qa-02"]["files"]
     cells = _cells(rec)
     expected_qa = ["gold", "noop", "fabricated.md", "wrong-lines.md", "wrong-mechanism.md", "shifted", "stripped"]
