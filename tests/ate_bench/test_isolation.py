@@ -146,14 +146,15 @@ printf '<final-answer>\\nmain: pithtrain/__main__.py:%s, package pyproject.toml:
     assert "+def main():" in rec["workspace_diff"]
 
 
-def test_a_double_forked_daemon_dies_with_the_agent(tmp_path, dirs, monkeypatch):
+@pytest.mark.parametrize("timed_out", [False, True], ids=["clean-exit", "timeout"])
+def test_a_double_forked_daemon_dies_with_the_agent(tmp_path, dirs, monkeypatch, timed_out):
     token = f"{secrets.randbelow(10**6) + 10**6}.{secrets.randbelow(900) + 100}"
-    attack = f"""( setsid sleep {token} & ) ; sleep 0.2"""
+    attack = f"""( setsid sleep {token} & ) ; sleep {30 if timed_out else 0.2}"""
     try:
-        rec = _run(tmp_path, dirs, monkeypatch, attack)
+        rec = _run(tmp_path, dirs, monkeypatch, attack, time_limit_s=2.0)
         time.sleep(0.5)
         assert _pids_with(token) == [], "the daemon outlived the run"
-        assert rec["exit"]["returncode"] == 0
+        assert rec["exit"]["timed_out"] == timed_out and (rec["exit"]["returncode"] == 0) != timed_out
     finally:
         for pid in _pids_with(token):
             os.kill(pid, signal.SIGKILL)
