@@ -104,6 +104,8 @@ class SlotKey:
     at: tuple[Region, ...]
     absent: str
     accept: tuple[frozenset[str], ...]
+    by_file: tuple[tuple[str, tuple[frozenset[str], ...]], ...]
+    """(file glob, accepted values) pairs: where a model family's answer differs (`accept_by_file`)."""
 
 
 @dataclass(frozen=True)
@@ -175,18 +177,18 @@ def load_key(key_path: Path, framework: str, instruction: Path | None = None) ->
 def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
     if not isinstance(raw, dict):
         raise KeyFormatError(f"{at} = {raw!r}; need a table")
-    allowed = {"what", "at", "absent"} if doc.kind == "citation" else {"what", "accept"}
+    allowed = {"what", "at", "absent"} if doc.kind == "citation" else {"what", "accept", "accept_by_file"}
     if set(raw) - allowed or not isinstance(raw.get("what"), str) or not raw["what"].strip():
         raise KeyFormatError(f"{at}: keys {sorted(raw)}; a {doc.kind} slot needs what (non-empty) and {allowed}")
     if doc.kind == "choice":
         accept = raw.get("accept")
         if not isinstance(accept, list) or not accept or not all(isinstance(a, str) for a in accept):
             raise KeyFormatError(f"{at}: accept = {accept!r}; need a non-empty list of the words {list(doc.words)}")
-        sets = tuple(frozenset(_WORD.findall(a.lower())) for a in accept)
-        for a, s in zip(accept, sets, strict=True):
-            if not s or s - set(doc.words) or (len(s) > 1 and not doc.is_list):
-                raise KeyFormatError(f"{at}: accept value {a!r} is not one of the instruction's {list(doc.words)}")
-        return SlotKey(doc, raw["what"], (), "no", sets)
+        by_file_raw = raw.get("accept_by_file", {})
+        if not isinstance(by_file_raw, dict) or not all(isinstance(v, list) and v for v in by_file_raw.values()):
+            raise KeyFormatError(f"{at}: accept_by_file = {by_file_raw!r}; need {{ GLOB = [words], ... }}")
+        by_file = tuple((glob, _choice_sets(doc, v, at)) for glob, v in by_file_raw.items())
+        return SlotKey(doc, raw["what"], (), "no", _choice_sets(doc, accept, at), by_file)
     absent = raw.get("absent", "no")
     if absent not in ABSENT_VALUES:
         raise KeyFormatError(f"{at}: absent = {absent!r}; need one of {list(ABSENT_VALUES)}")
@@ -198,7 +200,15 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
         if not isinstance(r, dict) or set(r) != {"file", "pattern"} or not isinstance(r["file"], str) or not r["file"]:
             raise KeyFormatError(f"{at}: at[{i}] = {r!r}; need {{ file = GLOB, pattern = REGEX }}")
         regions.append(Region(r["file"], _regex(r["pattern"], f"{at} at[{i}].pattern", 0)))
-    return SlotKey(doc, raw["what"], tuple(regions), absent, ())
+    return SlotKey(doc, raw["what"], tuple(regions), absent, (), ())
+
+
+def _choice_sets(doc: SlotDoc, accept: list, at: str) -> tuple[frozenset[str], ...]:
+    sets = tuple(frozenset(_WORD.findall(a.lower())) if isinstance(a, str) else frozenset() for a in accept)
+    for a, s in zip(accept, sets, strict=True):
+        if not s or s - set(doc.words) or (len(s) > 1 and not doc.is_list):
+            raise KeyFormatError(f"{at}: accept value {a!r} is not one of the instruction's {list(doc.words)}")
+    return sets
 
 
 def _regex(value: object, where: str, flags: int) -> re.Pattern:
@@ -367,8 +377,10 @@ def absent_names(names: list[str], workspace: Path) -> list[str]:
     return [n for n in names if n in left]
 
 
-def _check_choice(slot: SlotKey, value: str) -> str:
-    """A FAIL reason, or "" when the choice is accepted."""
+def _check_choice(slot: SlotKey, value: str, cited_files: set[str]) -> str:
+    """A FAIL reason, or "" when the choice is accepted. Where the key has `accept_by_file`, the value must be
+    accepted for every glob that a file cited in the answer's citation slots matches (the model family the
+    answer describes); `accept` applies when it cites none of them."""
     head = value.lower().replace("`", "").replace("*", "")
     if slot.doc.is_list:
         words = frozenset(_WORD.findall(re.split(r"[(\u2014;]| - ", head, maxsplit=1)[0]))
@@ -378,7 +390,11 @@ def _check_choice(slot: SlotKey, value: str) -> str:
     listed = ", ".join(slot.doc.words)
     if not words or words - set(slot.doc.words):
         return f"{slot.doc.name}: {value!r} is not a choice the instruction lists ({listed})"
-    if words not in slot.accept:
+    families = [(glob, sets) for glob, sets in slot.by_file if any(fnmatch.fnmatchcase(f, glob) for f in cited_files)]
+    for glob, sets in families:
+        if words not in sets:
+            return f"{slot.doc.name}: {', '.join(sorted(words))} is wrong for {glob}, which the answer cites (wanted: {slot.what})"
+    if not families and words not in slot.accept:
         return f"{slot.doc.name}: {', '.join(sorted(words))} is wrong (wanted: {slot.what})"
     return ""
 
@@ -428,6 +444,14 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
         fails.append(f"FAIL: names `{name}`, which no file of the workspace contains (another version's or an invented name)")
     values, unknown = slot_values(block, {s.doc.name for s in key.slots})
     fails += [f"FAIL: {name}: not a slot of this question" for name in dict.fromkeys(unknown)]
+    cited_files = {
+        got[0]
+        for slot in key.slots
+        if slot.doc.kind == "citation"
+        for value in values.get(slot.doc.name, [])
+        for c in citations(value, workspace)
+        if not isinstance(got := resolver.resolve(c.path), str)
+    }
     for slot in key.slots:
         given = list(dict.fromkeys(values.get(slot.doc.name, [])))
         if not given:
@@ -437,7 +461,7 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
             fails.append(f"FAIL: {slot.doc.name}: given {len(given)} times with different values; give it once")
             continue
         if slot.doc.kind == "choice":
-            why = _check_choice(slot, given[0])
+            why = _check_choice(slot, given[0], cited_files)
         else:
             why = _check_citation_slot(slot, given[0], workspace, resolver)
         if why:
