@@ -343,7 +343,8 @@ def _lands(c: Citation, slot: SlotKey, resolver: Resolver) -> bool:
 
 
 def slot_values(block: str, known: set[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """({slot: [value per line naming it]}, unknown hyphenated names written as slots)."""
+    """({slot: [value per line naming it]}, unknown hyphenated names written as slots). The last line naming a
+    slot is its value: the instruction puts the slot lines after the explanation, whose lines may start alike."""
     values: dict[str, list[str]] = {}
     unknown = []
     for line in block.splitlines():
@@ -447,23 +448,19 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
     cited_files = {
         got[0]
         for slot in key.slots
-        if slot.doc.kind == "citation"
-        for value in values.get(slot.doc.name, [])
-        for c in citations(value, workspace)
+        if slot.doc.kind == "citation" and values.get(slot.doc.name)
+        for c in citations(values[slot.doc.name][-1], workspace)
         if not isinstance(got := resolver.resolve(c.path), str)
     }
     for slot in key.slots:
-        given = list(dict.fromkeys(values.get(slot.doc.name, [])))
+        given = values.get(slot.doc.name, [])
         if not given:
             fails.append(f"FAIL: {slot.doc.name}: missing (a line `{slot.doc.name}: ...` in the final block)")
             continue
-        if len(given) > 1:
-            fails.append(f"FAIL: {slot.doc.name}: given {len(given)} times with different values; give it once")
-            continue
         if slot.doc.kind == "choice":
-            why = _check_choice(slot, given[0], cited_files)
+            why = _check_choice(slot, given[-1], cited_files)
         else:
-            why = _check_citation_slot(slot, given[0], workspace, resolver)
+            why = _check_citation_slot(slot, given[-1], workspace, resolver)
         if why:
             fails.append(f"FAIL: {why}")
     return fails, notes
