@@ -1,9 +1,11 @@
 """The Q&A checker shared by every `tasks/qa/<slug>/check.py` (stdlib only).
 
 An answer ends in a `<final-answer>` block whose last lines are SLOTS, `name: value`, one per slot that
-the task's instruction.md lists (the `**Slots.**` list: `name` (citation) or `name` (choice: `a` | `b`)).
-Only slots are scored; the explanation above them is read by people (a citation of it that does not
-resolve is printed as a `note:` line, not failed: the instruction says the slots are what is scored).
+the task's instruction.md lists (its `**Slots.**` list: `name` (citation) or `name` (choice: `a` | `b`)).
+The last line naming a slot is its value (explanation lines may start alike). Only slots are scored, with
+one exception: a code name in backticks anywhere in the block (`snake_case`, `CamelCase`, 4+ characters)
+that no text file of the workspace contains fails the answer (another version's or an invented name; the
+instruction says so). A citation in the explanation that does not resolve is a `note:` line, not a FAIL.
 
 The task's key.toml has, per framework, `term` (the question's key term, read by `ate_bench cost`) and
 one table per slot:
@@ -16,21 +18,23 @@ one table per slot:
     [torchtitan.config-source]               # a choice slot
     what = "the TOML job config (or --model.* flags over it)"
     accept = ["config-file"]
+    accept_by_file = { "pithtrain/models/gpt_oss.py" = ["..."] }   # optional, see _check_choice
 
 A citation lands in an accepted region when its file matches an `at` entry's `file` (fnmatch glob) and its
 range, widened by SLACK lines each side and no longer than MAX_SPAN lines, holds a line matching that
 entry's `pattern` (a case-sensitive regex). A citation slot passes when its value has one or two
 citations and EVERY one lands (a right citation appended to a wrong one does not rescue it); `absent`
 then the evidence passes only where the key's `absent` allows it, its evidence landing too. A choice slot
-passes when its value (the first word; for a list slot, every word before a parenthesis) is one of the
-key's `accept` values; a word outside the instruction's list is a bad choice.
+passes when its value (the first word; for a list slot, every word before a parenthesis) is accepted; a
+word outside the instruction's list is a bad choice.
 
 A cited path resolves, in this order, as: a path under the workspace root (`root`); a path under the
 framework's package directory, PACKAGE_DIRS (`package`); a unique suffix of one file's path at a `/`
 boundary (`suffix`); a suffix of several files of which exactly one has the fewest directories
 (`suffix-shallowest`: `parallel_dims.py` is torchtitan/distributed/parallel_dims.py, not the copy under
-torchtitan/experiments/, as a human reader takes it). A slot's citation of a path that matches nothing, or several files, is fabricated,
-as is a line past the file's end: the slot fails. Every citation resolved by a rule other than `root` is printed as a `resolved:` line.
+torchtitan/experiments/, as a human reader takes it). A slot's citation of a path that matches nothing or
+several equally deep files is fabricated, as is a line past the file's end: the slot fails. Every citation
+resolved by a rule other than `root` is printed as a `resolved:` line.
 
 Exit status: 0 with `PASS`, 1 with one `FAIL: ...` line per problem (each naming the slot), 2 for a broken
 key or instruction (the task's error: KeyFormatError, naming the field and the fix). A bad answer never
@@ -315,7 +319,8 @@ class Resolver:
         if len(shallowest) == 1:  # e.g. torchtitan/distributed/parallel_dims.py, not experiments/*/parallel_dims.py
             return (shallowest[0], "suffix-shallowest")
         if suffix:
-            return f"a suffix of {len(suffix)} files, {len(shallowest)} of them shallowest ({', '.join(shallowest[:3])})"
+            tied = ", ".join(shallowest[:3])
+            return f"a suffix of {len(suffix)} files, {len(shallowest)} of them equally shallow ({tied})"
         return "no file has this path, under the root, the package or as a suffix"
 
     def file_lines(self, rel: str) -> list[str]:
@@ -394,7 +399,8 @@ def _check_choice(slot: SlotKey, value: str, cited_files: set[str]) -> str:
     families = [(glob, sets) for glob, sets in slot.by_file if any(fnmatch.fnmatchcase(f, glob) for f in cited_files)]
     for glob, sets in families:
         if words not in sets:
-            return f"{slot.doc.name}: {', '.join(sorted(words))} is wrong for {glob}, which the answer cites (wanted: {slot.what})"
+            said = ", ".join(sorted(words))
+            return f"{slot.doc.name}: {said} is wrong for {glob}, which the answer cites (wanted: {slot.what})"
     if not families and words not in slot.accept:
         return f"{slot.doc.name}: {', '.join(sorted(words))} is wrong (wanted: {slot.what})"
     return ""
@@ -442,7 +448,7 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
             if note not in notes:
                 notes.append(note)
     for name in absent_names(code_names(block), workspace):
-        fails.append(f"FAIL: names `{name}`, which no file of the workspace contains (another version's or an invented name)")
+        fails.append(f"FAIL: names `{name}`, which no file of the workspace contains (another version's or invented)")
     values, unknown = slot_values(block, {s.doc.name for s in key.slots})
     fails += [f"FAIL: {name}: not a slot of this question" for name in dict.fromkeys(unknown)]
     cited_files = {
