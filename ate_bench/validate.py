@@ -94,7 +94,10 @@ def stripped(message: str) -> str:
     return re.sub(r"`\s*`", "", CITATION.sub("", message))
 
 
-_SLOT_LINE = re.compile(r"^[\s>*_`-]*(?P<name>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)[*_`]*\s*:(?P<value>.*)$")
+_SLOT_LINE = re.compile(
+    r"^[\s>*_`-]*(?:\d+[.)]\s+[*_`]*)?(?P<name>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)[*_`]*\s*:(?P<value>.*)$"
+)
+"""A slot line as tasks/qa/qa_check.py reads it."""
 
 
 def _final_block(message: str) -> tuple[int, int] | None:

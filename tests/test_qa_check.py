@@ -154,6 +154,7 @@ def test_choices_listed_wrong_by_family_and_lists(ws):
     (ws / "pkg" / "models" / "b.py").write_text("ep_group = 1\n")
     assert verdict(ws, fam_b.replace("pairs: halves", "pairs: interleaved")) == []
     assert "wrong for pkg/models/b.py" in verdict(ws, fam_b)[0]
+    assert verdict(ws, RIGHT.replace("dims: ep, dp", "dims: DP and EP (the batch)")) == []
     assert verdict(ws, RIGHT.replace("dims: ep, dp", "dims: dp"))[0].startswith("FAIL: dims: dp is wrong")
     assert verdict(ws, RIGHT.replace("dims: ep, dp", "dims: dp,ep,tp"))[0].startswith("FAIL: dims: 'dp,ep,tp' is not")
 
@@ -169,6 +170,8 @@ def test_missing_unknown_and_repeated_slots(ws):
         "FAIL: mesh-order: not a slot of this question"
     ]
     assert verdict(ws, "pairs: interleaved\n" + RIGHT) == []  # the last line naming a slot is its value
+    numbered = "\n".join(f"{i}. **{line.replace(':', ':**', 1)}" for i, line in enumerate(RIGHT.splitlines(), 1))
+    assert verdict(ws, numbered) == []
 
 
 def test_backticked_names_must_be_in_the_tree(ws):

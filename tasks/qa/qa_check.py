@@ -71,7 +71,10 @@ _LINES = re.compile(r":(\d+)(?:-(\d+))?")
 _PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./-")
 _EXT_CHARS = _PATH_CHARS - {".", "/", "-"}
 _SLOT_DOC = re.compile(r"^- `(?P<name>[a-z][a-z0-9-]*)` \((?P<kind>citation|choice: (?P<words>[^)]*))\): (?P<what>.*)$")
-_SLOT_LINE = re.compile(r"^[\s>*_`-]*(?P<name>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)[*_`]*\s*:(?P<value>.*)$")
+_SLOT_LINE = re.compile(
+    r"^[\s>*_`-]*(?:\d+[.)]\s+[*_`]*)?(?P<name>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)[*_`]*\s*:(?P<value>.*)$"
+)
+_LIST_FILLERS = frozenset({"and", "x", "plus"})
 _WORD = re.compile(r"[a-z0-9][a-z0-9-]*")
 _BACKTICKS = re.compile(r"`([^`\n]+)`")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -389,7 +392,7 @@ def _check_choice(slot: SlotKey, value: str, cited_files: set[str]) -> str:
     answer describes); `accept` applies when it cites none of them."""
     head = value.lower().replace("`", "").replace("*", "")
     if slot.doc.is_list:
-        words = frozenset(_WORD.findall(re.split(r"[(\u2014;]| - ", head, maxsplit=1)[0]))
+        words = frozenset(_WORD.findall(re.split(r"[(\u2014;]| - ", head, maxsplit=1)[0])) - _LIST_FILLERS
     else:
         first = _WORD.match(head.strip())
         words = frozenset([first[0].rstrip("-")]) if first else frozenset()
