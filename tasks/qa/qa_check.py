@@ -373,17 +373,18 @@ def code_names(block: str) -> list[str]:
 
 
 def absent_names(names: list[str], workspace: Path) -> list[str]:
-    """The names no text file of the workspace contains (as a substring: `pos_freqs` is in `pos_freqs_F`)."""
-    left = set(names)
+    """The names no text file of the workspace contains, as a case-blind substring (`pos_freqs` is in
+    `pos_freqs_F`; `LayerNorm` in `input_layernorm`, so naming what the framework does not use passes)."""
+    left = {n.lower() for n in names}
     for dirpath, dirnames, filenames in os.walk(workspace):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         for f in filenames:
             if not left:
                 return []
             if f.endswith(TEXT_SUFFIXES):
-                text = Path(dirpath, f).read_bytes().decode("utf-8", errors="replace")
+                text = Path(dirpath, f).read_bytes().decode("utf-8", errors="replace").lower()
                 left = {n for n in left if n not in text}
-    return [n for n in names if n in left]
+    return [n for n in names if n.lower() in left]
 
 
 def _check_choice(slot: SlotKey, value: str, cited_files: set[str]) -> str:
