@@ -1,6 +1,8 @@
 """The shared Q&A checker (tasks/qa/qa_check.py) and gold renderer (tasks/qa/render.py) on tiny workspaces."""
 
+import fnmatch
 import importlib.util
+import os
 import random
 import re
 import subprocess
@@ -304,3 +306,60 @@ def test_no_pithtrain_gold_answers_another_question():
         and not qa_check.check(qa_check.load_key(task / "key.toml", "pithtrain"), root, golds[other], "pithtrain")[0]
     ]
     assert not passing, passing
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level `|` alternatives of a regex (outside groups and classes)."""
+    out, depth, cur, i = [], 0, "", 0
+    while i < len(pattern):
+        ch = pattern[i]
+        step = 2 if ch == "\\" else 1
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "|" and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += pattern[i : i + step]
+        i += step
+    return [*out, cur]
+
+
+def _tree_files(root: Path) -> list[str]:
+    files = []
+    for d, dirs, names in os.walk(root):
+        dirs[:] = [x for x in dirs if not x.startswith(".")]
+        files += [(Path(d) / f).relative_to(root).as_posix() for f in names]
+    return files
+
+
+def _dead_regions(framework: str, root: Path) -> list[str]:
+    """Every key region whose file glob, or one of whose pattern's alternatives, matches nothing in `root`."""
+    files = _tree_files(root)
+    dead = []
+    for key_path in sorted(QA_DIR.glob("*/key.toml")):
+        for slot in qa_check.load_key(key_path, framework).slots:
+            for r in slot.at:
+                lines = [line for f in fnmatch.filter(files, r.file) for line in qa_check.read_lines(root / f)]
+                for alt in _alternatives(r.pattern.pattern):
+                    if not any(re.search(alt, line) for line in lines):
+                        dead.append(f"{key_path.parent.name} {slot.doc.name}: {r.file} /{alt}/")
+    return dead
+
+
+def test_every_pithtrain_key_region_matches_this_tree():
+    """A region that matches nothing is a typo or a line that moved: it would silently accept nothing."""
+    assert _dead_regions("pithtrain", QA_DIR.parent.parent) == []
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "megatron-lm"])
+def test_every_pinned_key_region_matches_its_tree(framework, tmp_path):
+    from ate_bench.frameworks import FRAMEWORKS
+    from ate_bench.workspace import DEFAULT_CACHE_DIR, materialize
+
+    if not (DEFAULT_CACHE_DIR / "pypi" / FRAMEWORKS[framework].pypi_filename).is_file():
+        pytest.skip(f"{FRAMEWORKS[framework].pypi_filename} is not cached (test_task_matrix downloads it)")
+    ws = materialize(framework, tmp_path / "ws", mode="pypi")
+    assert _dead_regions(framework, ws.path) == []
