@@ -113,6 +113,13 @@ def test_paths_resolve_by_package_and_suffix_and_say_which_rule(ws):
     ]
 
 
+def test_a_region_may_narrow_its_slack(ws):
+    assert verdict(ws, RIGHT.replace("pkg/mesh.py:30", "pkg/mesh.py:32")) == []
+    (ws.parent / "key.toml").write_text(KEY.replace('pattern = "ep_group =" }', 'pattern = "ep_group =", slack = 1 }'))
+    assert verdict(ws, RIGHT.replace("pkg/mesh.py:30", "pkg/mesh.py:31")) == []
+    assert verdict(ws, RIGHT.replace("pkg/mesh.py:30", "pkg/mesh.py:32"))[0].startswith("FAIL: group-lookup: ")
+
+
 def test_every_citation_of_a_slot_must_land(ws):
     fails = verdict(ws, RIGHT.replace("pkg/mesh.py:5", "pkg/mesh.py:15, pkg/mesh.py:5"))
     assert fails == [
@@ -225,6 +232,7 @@ def test_main_pass_and_broken_key(ws, tmp_path, capsys):
         (KEY.replace("'init_device_mesh\\('", "'init_device_mesh('"), "not a valid regex"),
         (KEY.replace('accept = ["halves"]', 'accept = ["rotated"]'), "accept value 'rotated' is not one of"),
         (KEY.replace('absent = "no"', 'absent = "maybe"'), "absent = 'maybe'"),
+        (KEY.replace('pattern = "ep_group =" }', 'pattern = "ep_group =", slack = 5 }'), "slack = 5; need an integer 0..3"),
         (KEY.replace('at = [ { file = "pkg/*.py", pattern = "ep_group =" } ]', "at = []"), "at = []"),
     ]:
         bad_key.write_text(text)

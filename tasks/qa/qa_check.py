@@ -14,6 +14,7 @@ one table per slot:
     what = "the assert that the degrees multiply to the world size"
     at = [ { file = "torchtitan/distributed/parallel_dims.py", pattern = '== self\\.world_size' } ]
     absent = "no"                            # optional: "no" (default), "yes" or "either"
+    # an at entry may add slack = 0..3 (default SLACK) where a near line is another path's
 
     [torchtitan.config-source]               # a choice slot
     what = "the TOML job config (or --model.* flags over it)"
@@ -21,7 +22,7 @@ one table per slot:
     accept_by_file = { "pithtrain/models/gpt_oss.py" = ["..."] }   # optional, see _check_choice
 
 A citation lands in an accepted region when its file matches an `at` entry's `file` (fnmatch glob) and its
-range, widened by SLACK lines each side and no longer than MAX_SPAN lines, holds a line matching that
+range, widened by the entry's slack (SLACK lines unless it says less) each side and no longer than MAX_SPAN lines, holds a line matching that
 entry's `pattern` (a case-sensitive regex). A citation slot passes when its value has one or two
 citations and EVERY one lands (a right citation appended to a wrong one does not rescue it); `absent`
 then the evidence passes only where the key's `absent` allows it, its evidence landing too. A choice slot
@@ -102,6 +103,8 @@ class SlotDoc:
 class Region:
     file: str
     pattern: re.Pattern
+    slack: int
+    """SLACK, or less where a near line means something else (the optional branch two lines away)."""
 
 
 @dataclass(frozen=True)
@@ -204,9 +207,13 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
         raise KeyFormatError(f"{at}: at = {regions_raw!r}; need a list of {{ file = GLOB, pattern = REGEX }}")
     regions = []
     for i, r in enumerate(regions_raw):
-        if not isinstance(r, dict) or set(r) != {"file", "pattern"} or not isinstance(r["file"], str) or not r["file"]:
-            raise KeyFormatError(f"{at}: at[{i}] = {r!r}; need {{ file = GLOB, pattern = REGEX }}")
-        regions.append(Region(r["file"], _regex(r["pattern"], f"{at} at[{i}].pattern", 0)))
+        fields_ok = isinstance(r, dict) and {"file", "pattern"} <= set(r) <= {"file", "pattern", "slack"}
+        if not fields_ok or not isinstance(r["file"], str) or not r["file"]:
+            raise KeyFormatError(f"{at}: at[{i}] = {r!r}; need {{ file = GLOB, pattern = REGEX }} (and maybe slack)")
+        slack = r.get("slack", SLACK)
+        if slack not in range(SLACK + 1) or isinstance(slack, bool):
+            raise KeyFormatError(f"{at}: at[{i}].slack = {slack!r}; need an integer 0..{SLACK}")
+        regions.append(Region(r["file"], _regex(r["pattern"], f"{at} at[{i}].pattern", 0), slack))
     return SlotKey(doc, raw["what"], tuple(regions), absent, (), ())
 
 
@@ -346,8 +353,11 @@ def _lands(c: Citation, slot: SlotKey, resolver: Resolver) -> bool:
     if c.end - c.start + 1 > MAX_SPAN:
         return False
     lines = resolver.file_lines(rel)
-    window = range(max(c.start - SLACK, 1) - 1, min(c.end + SLACK, len(lines)))
-    return any(fnmatch.fnmatchcase(rel, r.file) and any(r.pattern.search(lines[i]) for i in window) for r in slot.at)
+
+    def window(r: Region) -> range:
+        return range(max(c.start - r.slack, 1) - 1, min(c.end + r.slack, len(lines)))
+
+    return any(fnmatch.fnmatchcase(rel, r.file) and any(r.pattern.search(lines[i]) for i in window(r)) for r in slot.at)
 
 
 def slot_values(block: str, known: set[str]) -> tuple[dict[str, list[str]], list[str]]:
