@@ -232,7 +232,7 @@ def test_main_pass_and_broken_key(ws, tmp_path, capsys):
         (KEY.replace("'init_device_mesh\\('", "'init_device_mesh('"), "not a valid regex"),
         (KEY.replace('accept = ["halves"]', 'accept = ["rotated"]'), "accept value 'rotated' is not one of"),
         (KEY.replace('absent = "no"', 'absent = "maybe"'), "absent = 'maybe'"),
-        (KEY.replace('pattern = "ep_group =" }', 'pattern = "ep_group =", slack = 5 }'), "slack = 5; need an integer 0..3"),
+        (KEY.replace('"ep_group =" }', '"ep_group =", slack = 5 }'), "slack = 5; need an integer 0..3"),
         (KEY.replace('at = [ { file = "pkg/*.py", pattern = "ep_group =" } ]', "at = []"), "at = []"),
     ]:
         bad_key.write_text(text)

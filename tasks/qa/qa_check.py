@@ -22,12 +22,12 @@ one table per slot:
     accept_by_file = { "pithtrain/models/gpt_oss.py" = ["..."] }   # optional, see _check_choice
 
 A citation lands in an accepted region when its file matches an `at` entry's `file` (fnmatch glob) and its
-range, widened by the entry's slack (SLACK lines unless it says less) each side and no longer than MAX_SPAN lines, holds a line matching that
-entry's `pattern` (a case-sensitive regex). A citation slot passes when its value has one or two
-citations and EVERY one lands (a right citation appended to a wrong one does not rescue it); `absent`
-then the evidence passes only where the key's `absent` allows it, its evidence landing too. A choice slot
-passes when its value (the first word; for a list slot, every word before a parenthesis) is accepted; a
-word outside the instruction's list is a bad choice.
+range, widened by the entry's slack (SLACK lines unless it says less) each side and no longer than MAX_SPAN
+lines, holds a line matching that entry's `pattern` (a case-sensitive regex). A citation slot passes when
+its value has one or two citations and EVERY one lands (a right citation appended to a wrong one does not
+rescue it); `absent` then the evidence passes only where the key's `absent` allows it, its evidence landing
+too. A choice slot passes when its value (the first word; for a list slot, every word before a parenthesis)
+is accepted; a word outside the instruction's list is a bad choice.
 
 A cited path resolves, in this order, as: a path under the workspace root (`root`); a path under the
 framework's package directory, PACKAGE_DIRS (`package`); a unique suffix of one file's path at a `/`
