@@ -178,6 +178,7 @@ def test_missing_unknown_and_repeated_slots(ws):
     assert verdict(ws, RIGHT + "\nmesh-order: pkg/mesh.py:5\nnote: prose") == [
         "FAIL: mesh-order: not a slot of this question"
     ]
+    assert verdict(ws, RIGHT, prose="- all-reduce: the collective.\nThen the slots:") == []  # prose, not a slot
     assert verdict(ws, "pairs: interleaved\n" + RIGHT) == []  # the last line naming a slot is its value
     numbered = "\n".join(f"{i}. **{line.replace(':', ':**', 1)}" for i, line in enumerate(RIGHT.splitlines(), 1))
     assert verdict(ws, numbered) == []

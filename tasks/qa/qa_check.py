@@ -361,17 +361,22 @@ def _lands(c: Citation, slot: SlotKey, resolver: Resolver) -> bool:
 
 
 def slot_values(block: str, known: set[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """({slot: [value per line naming it]}, unknown hyphenated names written as slots). The last line naming a
-    slot is its value: the instruction puts the slot lines after the explanation, whose lines may start alike."""
+    """({slot: [value per line naming it]}, unknown hyphenated names written as slots in the block's trailing
+    run of slot-shaped lines). The last line naming a slot is its value: the instruction puts the slot lines
+    after the explanation, whose lines may start alike (`- all-reduce: ...` there is prose, not a slot)."""
+    lines = block.splitlines()
+    tail = len(lines)
+    while tail > 0 and (not lines[tail - 1].strip() or _SLOT_LINE.match(lines[tail - 1])):
+        tail -= 1
     values: dict[str, list[str]] = {}
     unknown = []
-    for line in block.splitlines():
+    for i, line in enumerate(lines):
         m = _SLOT_LINE.match(line)
         if not m:
             continue
         if m["name"] in known:
             values.setdefault(m["name"], []).append(m["value"].strip())
-        elif "-" in m["name"]:
+        elif "-" in m["name"] and i >= tail:
             unknown.append(m["name"])
     return values, unknown
 
