@@ -11,7 +11,9 @@ Q&A tasks also check their blind answer sets, `blind/<set>/<framework>/*.md` (ta
 its writer labelled `correct-*` must PASS and `wrong-*` must FAIL, unless `<answer>.adjudicated` says
 otherwise (its first word, `correct:` or `wrong:`, then why); and every wrong one again with the first correct
 answer's slot citations added to its own slots and to its explanation (`+cited`), which must FAIL too. The
-record's `summary.blind` holds the rates per set and framework. A profile that needs more GPUs than
+record's `summary.blind` holds the rates per set and framework. pithtrain's blind answers cite lines of the
+tree their writers read (tasks/qa/blind_sets.toml): where pithtrain/ or examples/ have changed since, those
+cells are "not run", with that reason. A profile that needs more GPUs than
 this machine has, or a `[unrunnable]` cell of task.toml, is "not run" with the reason: never passed.
 
 Read-only tasks share one workspace per framework per call (it is checked unchanged, by tree hash,
@@ -23,8 +25,10 @@ import fnmatch
 import json
 import re
 import shutil
+import subprocess
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -35,7 +39,7 @@ from ate_bench.gpu import gpu_inventory
 from ate_bench.procs import run_process_tree
 from ate_bench.runner import BASE_ENV, _minimal_env, host_info, run_checker, script_logs
 from ate_bench.tasks import TaskError, TaskSpec, load_tasks, task_ids
-from ate_bench.workspace import Workspace, materialize, repo_state, resolve_mode, tree_sha256
+from ate_bench.workspace import REPO_ROOT, Workspace, materialize, repo_state, resolve_mode, tree_sha256
 
 SCHEMA = "ate-bench-validation-1"
 # The citation form of notes/qa_format.md, used to shift and strip a gold answer's citations.
@@ -135,10 +139,34 @@ def with_right_citations(wrong: str, correct: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+BLIND_CITED_PATHS = ("pithtrain", "examples")
+"""Where pithtrain's blind answers cite literal lines: they hold only while these are as the writers read them."""
+
+
+def pithtrain_moved(task: TaskSpec, set_name: str) -> str:
+    """Why a set's pithtrain answers cannot be checked against this tree ("" when they can): the commit their
+    writers read (tasks/qa/blind_sets.toml) must not differ from HEAD in BLIND_CITED_PATHS."""
+    sets_file = task.dir.parent / "blind_sets.toml"
+    try:
+        commit = tomllib.loads(sets_file.read_text()).get(set_name, {}).get("pithtrain_commit")
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        return f"cannot read {sets_file}: {e}"
+    if not isinstance(commit, str):
+        return f"{sets_file} gives no pithtrain_commit for {set_name} (the commit its writers read)"
+    argv = ["git", "diff", "--quiet", commit, "HEAD", "--", *BLIND_CITED_PATHS]
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
+    if done.returncode == 1:
+        return f"{'/ or '.join(BLIND_CITED_PATHS)}/ differ from {commit[:12]}, the tree {set_name}'s writers read"
+    if done.returncode != 0:
+        return f"git diff {commit[:12]} HEAD failed: {done.stderr.strip()[-200:]}"
+    return ""
+
+
 def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
     """The task's blind answers for `framework`, every set (see the module docstring)."""
     cases = []
     for set_dir in sorted(p for p in (task.dir / "blind").glob("*") if (p / framework).is_dir()):
+        moved = pithtrain_moved(task, set_dir.name) if framework == "pithtrain" else ""
         answers = sorted((set_dir / framework).glob("*.md"))
         labelled = []
         for path in answers:
@@ -153,12 +181,13 @@ def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
             name = f"{set_dir.name}/{path.name}{note}"
             text = path.read_text()
             if label == "correct":
-                cases.append(Case(name, "blind-correct", "PASS", message=text))
+                cases.append(Case(name, "blind-correct", "PASS", message=text, skip=moved))
                 continue
-            cases.append(Case(name, "blind-wrong", "FAIL", message=text))
+            cases.append(Case(name, "blind-wrong", "FAIL", message=text, skip=moved))
             if first_correct is not None:
                 cited = f"{set_dir.name}/{path.stem}+cited.md"
-                cases.append(Case(cited, "blind-cited", "FAIL", message=with_right_citations(text, first_correct)))
+                variant = with_right_citations(text, first_correct)
+                cases.append(Case(cited, "blind-cited", "FAIL", message=variant, skip=moved))
     return cases
 
 

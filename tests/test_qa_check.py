@@ -372,3 +372,23 @@ def test_every_pinned_key_region_matches_its_tree(framework, tmp_path):
         pytest.skip(f"{FRAMEWORKS[framework].pypi_filename} is not cached (test_task_matrix downloads it)")
     ws = materialize(framework, tmp_path / "ws", mode="pypi")
     assert _dead_regions(framework, ws.path) == []
+
+
+def test_import_blind_plans_copies_and_names_what_does_not_fit(tmp_path):
+    spec = importlib.util.spec_from_file_location("import_blind", QA_DIR / "import_blind.py")
+    import_blind = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(import_blind)
+    q = tmp_path / "torchtitan" / "06-rope"
+    q.mkdir(parents=True)
+    (q / "correct-1-terse.md").write_text("x")
+    (q / "wrong-1-nondefault.md").write_text("x")
+    with pytest.raises(ValueError, match="no wrong-1-nondefault.why; say what is wrong"):
+        import_blind.plan(tmp_path, "set9")
+    (q / "wrong-1-nondefault.why").write_text("why")
+    copies = import_blind.plan(tmp_path, "set9")
+    names = ("correct-1-terse.md", "wrong-1-nondefault.md", "wrong-1-nondefault.why")
+    want = [f"06-rope/blind/set9/torchtitan/{n}" for n in names]
+    assert [to.relative_to(QA_DIR).as_posix() for _, to in copies] == want
+    (tmp_path / "titan").mkdir()
+    with pytest.raises(ValueError, match="titan: not a framework"):
+        import_blind.plan(tmp_path, "set9")

@@ -67,6 +67,7 @@ def test_blind_answers_are_cells_with_rates_per_set(tmp_path, capsys):
     (blind / "wrong-1.why").write_text("config.py is not the entry point")
     (blind / "wrong-2.md").write_text(f"<final-answer>\nRight after all.\n{right}</final-answer>\n")
     (blind / "wrong-2.md.adjudicated").write_text("correct: its slots are right")
+    (tasks / "qa" / "blind_sets.toml").write_text('[setA]\npithtrain_commit = "HEAD"\n')
     code, rec = _validate(tmp_path, tasks, "qa-02")
     assert code == 0, capsys.readouterr().out
     cells = _cells(rec)
@@ -79,6 +80,12 @@ def test_blind_answers_are_cells_with_rates_per_set(tmp_path, capsys):
     rates = {"correct_pass": 2, "correct": 2, "wrong_fail": 1, "wrong": 1, "cited_fail": 1, "cited": 1}
     assert rec["summary"]["blind"] == {"setA": {"pithtrain": rates}}
     assert "blind setA pithtrain: correct PASS 2/2, wrong FAIL 1/1" in capsys.readouterr().out
+    # Written against another pithtrain tree: its literal lines may have moved, so the cells are not run.
+    (tasks / "qa" / "blind_sets.toml").write_text('[setA]\npithtrain_commit = "f5218b9"\n')
+    code, rec = _validate(tmp_path, tasks, "qa-02")
+    cell = _cells(rec)[("qa-02", "", "setA/correct-1.md")]
+    assert code == 0 and cell["verdict"] == "not run"
+    assert cell["reasons"] == ["pithtrain/ or examples/ differ from f5218b9, the tree setA's writers read"]
 
 
 def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
