@@ -38,7 +38,7 @@ TABLE_COLUMNS = {
     "agent_free_cost": ["task", "framework", "cost_source"],
 }  # fmt: skip
 FIGURES = ["code_size", "throughput", "ate_turns", "ate_gpu_time", "skills_ablation", "moba_context",
-           "validation_matrix", "agent_free_cost"]  # fmt: skip
+           "validation_matrix", "validation_blind", "agent_free_cost"]  # fmt: skip
 
 
 def build(tmp_path_factory, results) -> tuple:

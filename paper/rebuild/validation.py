@@ -57,6 +57,32 @@ def blind_rates(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["set", "framework", *BLIND_KINDS.values()])
 
 
+def blind_figure(b: Build, cells: pd.DataFrame, paths: list, status: str) -> None:
+    """Bars: per framework and blind set, the share of correct answers judged PASS and of wrong ones FAIL."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    blind = cells[cells["kind"].isin(list(BLIND_KINDS)) & (cells["outcome"] != NOT_RUN)]
+    fig, ax = plt.subplots(figsize=(8, 3))
+    if len(blind):
+        shares = blind.assign(
+            set=blind["case"].str.split("/").str[0],
+            what=blind["kind"].map(BLIND_KINDS),
+            percent=100.0 * (blind["outcome"] == "as expected"),
+        )
+        shares = shares.assign(group=shares["set"] + ": " + shares["what"])
+        sns.barplot(data=shares, x="framework", y="percent", hue="group", errorbar=None, ax=ax)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("% judged as expected")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig_status = status
+    else:
+        fig_status = status if status != MEASURED else f"{NOT_MEASURED}: no blind-answer cell in the records"
+        ax.text(0.5, 0.5, fig_status, ha="center", va="center", wrap=True, fontsize=9)
+        ax.set_axis_off()
+    b.figure("validation_blind", fig, paths, fig_status, "Q&A checkers on blind answers: rates per set and framework")
+
+
 def build(b: Build) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
@@ -110,6 +136,7 @@ def build(b: Build) -> None:
         "Q&A checkers on answers written blind to the keys: correct PASS and wrong FAIL per set and framework",
         ["set1 was used to revise the keys; later sets were written after the freeze (tasks/qa/README.md)"],
     )
+    blind_figure(b, cells if status == MEASURED else cells.iloc[0:0], paths, status)
 
     codes = {"as expected": 0, "UNEXPECTED": 1, NOT_RUN: 2}
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.18 * max(1, len(matrix)))))
