@@ -170,8 +170,13 @@ def repo_state() -> tuple[str, list[str]]:
     return commit, sorted(dirty)
 
 
-def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace) -> None:
-    commit, ws.dirty_paths = repo_state()
+def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace, at_commit: str = "") -> None:
+    """This repository at HEAD, or at `at_commit` (a tree that answers were written against)."""
+    if at_commit:
+        commit = _git("rev-parse", "--verify", f"{at_commit}^{{commit}}", cwd=REPO_ROOT).strip()
+        ws.notes.append(f"the tree of commit {commit}, not HEAD (asked for by the caller)")
+    else:
+        commit, ws.dirty_paths = repo_state()
     if ws.dirty_paths:
         ws.notes.append(
             f"this repository has {len(ws.dirty_paths)} uncommitted path(s) (listed in dirty_paths); "
@@ -179,7 +184,7 @@ def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace) -> None:
         )
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "head.tar"
-        _git("archive", "--format=tar", f"--output={archive}", "HEAD", cwd=REPO_ROOT)
+        _git("archive", "--format=tar", f"--output={archive}", commit, cwd=REPO_ROOT)
         _extract_tar(archive, dest, strip_top=False, exclude=fw.exclude)
     ws.mode, ws.version = "repo", commit
     ws.source = {"repo": str(REPO_ROOT), "commit": commit, "excluded": ", ".join(fw.exclude)}
@@ -346,8 +351,10 @@ def materialize(
     skills: bool = True,
     prepare_dir: Path | None = None,
     cache_dir: Path = DEFAULT_CACHE_DIR,
+    at_commit: str = "",
 ) -> Workspace:
-    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, baseline."""
+    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, baseline.
+    `at_commit`: pithtrain only, this repository's tree at that commit instead of HEAD."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
     if mode not in SOURCE_MODES:
@@ -355,20 +362,20 @@ def materialize(
     fw = FRAMEWORKS[framework]
     dest.mkdir(parents=True, exist_ok=False)
     try:
-        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir)
+        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir, at_commit)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)  # a failed start leaves no half-made workspace behind
         raise
 
 
 def _materialize(
-    fw: FrameworkSource, dest: Path, mode: str, skills: bool, prepare_dir: Path | None, cache_dir: Path
+    fw: FrameworkSource, dest: Path, mode: str, skills: bool, prepare_dir: Path | None, cache_dir: Path, at_commit: str
 ) -> Workspace:
     framework = fw.name
     ws = Workspace(path=dest, framework=framework, mode="", version="", tree_sha256="", skills="")
 
     if framework == "pithtrain":
-        _from_repo(fw, dest, ws)
+        _from_repo(fw, dest, ws, at_commit)
     elif resolve_mode(framework, mode, cache_dir) == "git":
         _from_git(fw, dest, cache_dir, ws)
     else:
