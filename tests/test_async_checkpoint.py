@@ -44,7 +44,8 @@ def test_training_goes_on_while_a_save_is_written(tiny_config, tmp_path, monkeyp
     config = tiny_config(max_steps=4, extra=CHECKPOINTS)
     assert len(losses(config)) == 4 and step_3_logged.is_set()
     ckpt = tmp_path / "run" / "checkpoints"
-    assert (ckpt / "latest").read_text() == "step-00000004" and checkpoint_module.verify_checkpoint(ckpt / "step-00000004")
+    assert (ckpt / "latest").read_text() == "step-00000004"
+    assert checkpoint_module.verify_checkpoint(ckpt / "step-00000004")
 
 
 # Each moment kills the process (SIGKILL, from the writing thread itself) during step 4's background write;

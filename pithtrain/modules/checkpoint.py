@@ -344,15 +344,29 @@ class AsyncCheckpointer:
     def __init__(self, group=None, pin_memory: bool = False):
         self.group, self.pin_memory = group, pin_memory
         self.buffers: dict | None = None
+        self.allocating: threading.Thread | None = None
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.saved: Path | None = None
 
+    def prepare(self, model, optimizer) -> None:
+        """Allocate the host buffers in the background (pinning gigabytes takes seconds), once the optimizer state
+        exists (after the first step), so that the first save, too, stops training only for its copy."""
+        if self.buffers is None and self.allocating is None:
+            state = _canonical(model, optimizer)
+            self.allocating = threading.Thread(target=self._allocate, args=(state,), name="checkpoint-buffers")
+            self.allocating.start()
+
+    def _allocate(self, state: dict) -> None:
+        self.buffers = _create_cpu_state_dict(state, pin_memory=self.pin_memory)
+
     def save(self, ckpt_dir: Path, step: int, model, optimizer, meta: dict[str, Any], keep_last: int) -> None:
         self.wait()
         _refuse_existing(ckpt_dir, step)
+        if self.allocating is not None:
+            self.allocating.join()
         state = _canonical(model, optimizer)
-        if self.buffers is None:
+        if self.buffers is None:  # no `prepare`, or its allocation failed (then this raises the reason)
             self.buffers = _create_cpu_state_dict(state, pin_memory=self.pin_memory)
         _copy_state_dict(state, self.buffers, non_blocking=self.pin_memory)
         if self.pin_memory:

@@ -426,6 +426,7 @@ def train(run: Run) -> list[dict]:
                     exit_status=3,
                 )
             _, lr = optimizer_step(run, step, norm_t)
+            saver.prepare(model, optimizer)
             step += 1
             consumed += tc.global_batch_size
             record = {"step": step, "loss": loss}
