@@ -10,6 +10,8 @@ A step-* directory with meta.json is complete: resuming takes the newest one eve
 missing or older (a crash between the rename and the pointer update), and a save never replaces one.
 Loading first checks every file against meta.json (present, size, CRC32) and DCP's metadata: a failure
 there is corruption (`CorruptCheckpointError`); any later error is not, and is raised as it is.
+Training saves with `AsyncCheckpointer`: the state is copied to host memory, and the same write (tmp, checksums,
+rename, pointer) runs in a background thread, so the scheme above holds for a kill at any moment of it.
 """
 
 import dataclasses
