@@ -9,10 +9,10 @@ trainer's own `setup`, `forward_backward` and `optimizer_step`:
 - the step time with no save (median of --steps steps);
 - sync: `save_checkpoint`, the whole save, all of which training waits for;
 - async: `AsyncCheckpointer.save` three times, each followed by steps until its background write has ended:
-  the time `save` blocks (the pinned host buffers were allocated before, as the trainer allocates them in the
-  background after its first step; that time is reported too), the write's duration, and
-  the extra time of the steps taken during the write over the no-save median (the write's competition for
-  the GIL, host memory and the disk).
+  the time `save` blocks (the pinned host buffers were allocated before, in the background, as the trainer
+  allocates them after its first step; that time and the extra time of the steps meanwhile are reported too),
+  the write's duration, and the extra time of the steps taken during the write over the no-save median (the
+  write's competition for the GIL, host memory and the disk).
 The stall of an async save is its blocking time plus that extra step time. Prints a table and writes
 DIR/checkpoint_stall.json. Checkpoints go to --ckpt-dir (default: a temporary folder), deleted at the end.
 """
@@ -89,12 +89,18 @@ def main() -> int:
         n_params = sum(p.numel() for p in run.model.parameters())
         for i in range(args.steps):
             step(run, i)
+        baseline = statistics.median(step(run, args.steps + i) for i in range(args.steps))
         saver = AsyncCheckpointer(pin_memory=run.device.type == "cuda")
         t0 = time.perf_counter()
         saver.prepare(run.model, run.optimizer)  # as the trainer does after its first step
-        saver.allocating.join()
-        allocate_s = time.perf_counter() - t0
-        baseline = statistics.median(step(run, args.steps + i) for i in range(args.steps))
+        during = []
+        while saver.allocating.is_alive():
+            during.append(step(run, 2 * args.steps + len(during)))
+        allocation = {
+            "s": time.perf_counter() - t0,
+            "steps_during": len(during),
+            "extra_step_time_s": sum(during) - baseline * len(during),
+        }
         meta = {"model": dataclasses.asdict(run.cfg.model), "consumed_samples": 0}
 
         t0 = time.perf_counter()
@@ -113,7 +119,7 @@ def main() -> int:
         "checkpoint_bytes": checkpoint_bytes,
         "step_s": baseline,
         "sync_save_s": sync_s,
-        "allocate_host_buffers_s": allocate_s,
+        "host_buffer_allocation": allocation,
         "async_saves": saves,
     }
     shutil.rmtree(work, ignore_errors=True)
@@ -121,7 +127,10 @@ def main() -> int:
     (Path(args.out) / "checkpoint_stall.json").write_text(json.dumps(record, indent=1))
     print(f"{n_params / 1e9:.2f}B parameters, checkpoint {checkpoint_bytes / 1e9:.1f} GB, step {baseline:.3f} s")
     print(f"sync save: training stopped {sync_s:.2f} s")
-    print(f"async host buffers allocated in {allocate_s:.2f} s (in the background, after the first step)")
+    print(
+        f"async host buffers allocated in the background in {allocation['s']:.2f} s, over "
+        f"{allocation['steps_during']} steps, their extra time {allocation['extra_step_time_s']:.2f} s"
+    )
     for i, s in enumerate(saves):
         print(
             f"async save {i + 1}: blocked {s['blocked_s']:.2f} s, "
