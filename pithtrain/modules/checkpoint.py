@@ -337,11 +337,11 @@ def save_checkpoint(ckpt_dir: str | Path, step: int, model, optimizer, meta: dic
 
 class AsyncCheckpointer:
     """Saves that stop training only for a copy: `save` copies the state into host buffers (pinned when training
-    on CUDA; allocated at the first save and reused) and returns; a background thread writes them exactly as
-    `save_checkpoint` does (same files, CRC32s, rename, `latest`), its collectives on `group`, a process group of
-    their own, so they never interleave with the training's. A kill at any moment of the write leaves the previous
-    checkpoint as it was. One write at a time: `save` first waits for the previous one; `wait` returns the newest
-    saved path and raises a failed write's error in the training thread."""
+    on CUDA; allocated once, in the background by `prepare`, and reused) and returns; a background thread writes
+    them exactly as `save_checkpoint` does (same files, CRC32s, rename, `latest`), its collectives on `group`, a
+    process group of their own, so they never interleave with the training's. A kill at any moment of the write
+    leaves the previous checkpoint as it was. One write at a time: `save` first waits for the previous one; `wait`
+    returns the newest saved path and raises a failed write's error in the training thread."""
 
     def __init__(self, group=None, pin_memory: bool = False):
         self.group, self.pin_memory = group, pin_memory

@@ -407,7 +407,7 @@ def train(run: Run) -> list[dict]:
         )
     meta = {"model": dataclasses.asdict(cfg.model), "schedule": schedule_of(tc)}
     saver = AsyncCheckpointer(run.ckpt_group, pin_memory=run.device.type == "cuda")
-    records, path = [], run.resume
+    records = []
     try:
         while step < tc.max_steps:
             # One optimizer step: forward/backward over the global batch; loss and gradient norm checked (one sync)
@@ -442,17 +442,18 @@ def train(run: Run) -> list[dict]:
                     print(f"checkpoint of step {step}: training paused {time.perf_counter() - t0:.2f}s to copy it; "
                           f"writing it in the background", flush=True)  # fmt: skip
                     logger.last_time = time.perf_counter()  # the copy is not part of the next step's time
-        path = saver.wait()
+        saved = saver.wait()
     except KeyboardInterrupt:
         raise TrainingStopped(
-            f"interrupted (Ctrl-C) after step {step} of {tc.max_steps}; a step or save in progress was not kept. "
-            f"Newest checkpoint: {newest_checkpoint(run, saver)}; run the same command to resume from it.",
+            f"interrupted (Ctrl-C) after step {step} of {tc.max_steps}; what came after the newest checkpoint is not "
+            f"kept. Newest checkpoint: {newest_checkpoint(run, saver)}; run the same command to resume from it.",
             exit_status=130,
         ) from None
     finally:
         if leader:
             logger.close()
     if leader:
-        print(f"saved checkpoint {path}", flush=True)
-        print(logger.summary(path), flush=True)
+        if saved is not None:
+            print(f"saved checkpoint {saved}", flush=True)
+        print(logger.summary(saved or run.resume), flush=True)
     return records
