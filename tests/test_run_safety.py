@@ -48,7 +48,7 @@ def test_non_finite_step_is_neither_applied_nor_saved(tiny_config, tmp_path, cap
 def hold_lock(path):
     """A process (not this one) that holds `path` as a running trainer does, until killed."""
     code = f"import fcntl, os, time; fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT); "
-    code += "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode()); print('held', flush=True); "
+    code += "fcntl.lockf(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode()); print('held', flush=True); "
     code += "time.sleep(120)"
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
@@ -69,7 +69,7 @@ def test_busy_run_dir_is_refused_naming_the_holder(tiny_config, tmp_path, capsys
 
 
 def test_stale_run_dir_lock_is_taken_over(tiny_config, tmp_path, capsys):
-    """A lock file left by a run killed with -9 (its PID dead, its flock gone with it)."""
+    """A lock file left by a run killed with -9 (its PID dead, its lock gone with it)."""
     config = tiny_config(max_steps=2)
     (tmp_path / "run").mkdir()
     holder = hold_lock(tmp_path / "run" / "run.lock")
@@ -78,6 +78,14 @@ def test_stale_run_dir_lock_is_taken_over(tiny_config, tmp_path, capsys):
     code, out, _ = run_cli(["train", config], capsys)
     assert code == 0 and f"was left by PID {holder.pid}, which is not running; taking it over" in out, out
     assert not (tmp_path / "run" / "run.lock").exists()
+
+
+def test_a_second_setup_in_the_holding_process_is_not_refused(tiny_config):
+    """A script that builds a run twice in one process (as the estimate-memory skill does) is not a second run."""
+    config = load_pretrain_cfg(tiny_config(max_steps=2))
+    first, second = pretrain_lm.setup(config), pretrain_lm.setup(config)
+    second.lock.release()
+    first.lock.release()
 
 
 def test_run_dir_that_is_a_file(tiny_config, tmp_path, capsys):

@@ -1,6 +1,7 @@
 """Pretraining a language model: config, set-up, and the training loop."""
 
 import dataclasses
+import errno
 import fcntl
 import json
 import math
@@ -168,8 +169,10 @@ class TrainingStopped(Exception):
 
 class RunDirLock:
     """`<run_dir>/run.lock`, holding the PID of the run that writes there: a second run into a busy run_dir is
-    refused, naming that PID. The lock is an flock, which the kernel drops when its process dies, so a lock file
-    left by a killed run is taken over (with a note); the file is removed when the run ends."""
+    refused, naming that PID. The lock is a POSIX record lock (`lockf`, which NFS honours too): the kernel drops it
+    when its process dies, so a lock file left by a killed run is taken over (with a note), and it is the
+    process's, so a second `setup` in the process that holds it (a script building a run twice) is not refused.
+    The file is removed when the run ends."""
 
     def __init__(self, run_dir: Path):
         if run_dir.exists() and not run_dir.is_dir():
@@ -184,7 +187,7 @@ class RunDirLock:
                 f"create and write."
             ) from e
         stale = os.pread(self.fd, 64, 0).decode(errors="replace").strip()
-        if stale:
+        if stale and stale != str(os.getpid()):
             print(f"note: '{self.path}' was left by PID {stale}, which is not running; taking it over", flush=True)
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
@@ -193,8 +196,10 @@ class RunDirLock:
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EACCES, errno.EAGAIN):
+                    raise
                 holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
                 raise ConfigError(
