@@ -88,11 +88,16 @@ def test_a_second_setup_in_the_holding_process_is_not_refused(tiny_config):
     first.lock.release()
 
 
-def test_run_dir_that_is_a_file(tiny_config, tmp_path, capsys):
+@pytest.mark.parametrize("where", ["file", "unwritable"])
+def test_unusable_run_dir(tiny_config, tmp_path, capsys, where):
     config = tiny_config(max_steps=2)
-    (tmp_path / "run").write_text("not a directory")
-    code, _, err = run_cli(["train", config], capsys)
-    assert code == 2 and f"run_dir '{tmp_path / 'run'}' is an existing file" in err, err
+    if where == "file":
+        (tmp_path / "run").write_text("not a directory")
+        code, _, err = run_cli(["train", config], capsys)
+        assert code == 2 and f"run_dir '{tmp_path / 'run'}' is an existing file" in err, err
+    else:
+        code, _, err = run_cli(["train", config, "--set", 'run_dir="/proc/pithtrain-run"'], capsys)
+        assert code == 2 and "run_dir '/proc/pithtrain-run' is not writable" in err, err
 
 
 @pytest.mark.parametrize("where", ["file", "unwritable", "full"])
