@@ -41,6 +41,18 @@ def test_profile_step_smoke(tmp_path):
     assert "step wall time" in report.read_text()
 
 
+def test_checkpoint_stall_smoke(tmp_path):
+    """benchmarks/checkpoint_stall.py (the GPU measurement of a save's stall, sync against async) runs on CPU."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, str(SCRIPT.parent / "checkpoint_stall.py"), "--smoke", "--steps", "2"]
+    cmd += ["--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    record = json.loads((tmp_path / "checkpoint_stall.json").read_text())
+    assert record["sync_save_s"] > 0 and len(record["async_saves"]) == 3
+    assert all(s["path"].endswith(f"step-{10 * (i + 1):08d}") for i, s in enumerate(record["async_saves"]))
+
+
 def test_smoke_run_writes_a_labelled_record(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     cmd = [sys.executable, str(SCRIPT), "--smoke", "--out", str(tmp_path)]
