@@ -245,7 +245,9 @@ def reproduce(session):
                      "seconds": round(time.monotonic() - t0), "ok": True})  # fmt: skip
     # What ran, how long, what did not and why: paper/README.md shows the newest of these.
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    from ate_bench.source_stamp import tree_commit
+
+    head, _ = tree_commit(REPO)
     log = {"date": stamp, "commit": head, "kick_tires": kick, "gpus": _gpu_count(), "not_run": not_run}
     log["steps"] = [{"result": "set-up: the session's environment", "command": "pip install ...", "ok": True,
                      "seconds": round(t_all - t_setup)}, *done]  # fmt: skip

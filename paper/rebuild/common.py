@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ate_bench.source_stamp import archive_commit, is_checkout
+
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DATA = REPO / "paper" / "data" / "paper_reported.toml"
 FRAMEWORKS = ("pithtrain", "torchtitan", "megatron-lm")
@@ -32,8 +34,11 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def git_commit() -> tuple[str, bool]:
-    """HEAD and whether the tree differs from it outside results/ and paper/ (what the outputs are made of)."""
+def git_commit() -> tuple[str, bool | None]:
+    """HEAD and whether the tree differs from it outside results/ and paper/ (what the outputs are made of).
+    From a source archive: the stamped commit, and None (no git to tell dirty)."""
+    if not is_checkout(REPO):
+        return archive_commit(REPO), None
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!paper"],
