@@ -729,6 +729,35 @@ def select(args) -> tuple[dict, list[str], tuple[int, int], list[dict], list[str
     return cfg, frameworks, steps, meshes, routings
 
 
+def preflight(smoke: bool, frameworks: list[str], gpus: int) -> str:
+    """Why this Python cannot run the call (one line: what is missing and how to get it), or "" when it can.
+    Checked before anything is written, so a call that cannot measure leaves no record behind."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return f"torch is not importable by {sys.executable}: run with the Python that holds torch (a CUDA build)"
+    if smoke:
+        return ""
+    import torch
+
+    if not torch.cuda.is_available():
+        return (
+            f"torch {torch.__version__} sees no CUDA GPU: the comparison needs {gpus} GPU(s) and a CUDA build of torch "
+            "(on a CPU host, `python benchmarks/throughput.py --smoke` checks the pipeline)"
+        )
+    if torch.cuda.device_count() < gpus:
+        return f"{torch.cuda.device_count()} GPU(s) visible, the meshes asked for need {gpus}: pass --gpus N"
+    needs = {"torchtitan": ("torchtitan", "torchtitan==0.2.2"), "megatron-core": ("megatron", "megatron-core==0.19.2")}
+    for prefix, (module, requirement) in needs.items():
+        wanted = [f for f in frameworks if f.startswith(prefix)]
+        if wanted and importlib.util.find_spec(module) is None:
+            return (
+                f"{', '.join(wanted)}: {module} is not importable; `pip install {requirement}` (benchmarks/gpu_run.sh "
+                "carries the wheels), or leave it out with --frameworks"
+            )
+    return ""
+
+
 def measure_peak_in_child(gpus: int) -> dict:
     res = subprocess.run([sys.executable, __file__, "--measure-peak", str(gpus)], capture_output=True, text=True)
     if res.returncode != 0:
@@ -747,6 +776,10 @@ def main(argv=None) -> int:
         return 0
     started = time.monotonic()
     cfg, frameworks, steps, meshes, routings = select(args)
+    missing = preflight(args.smoke, frameworks, max(m["gpus"] // m["nodes"] for m in meshes))
+    if missing:
+        print(f"throughput: {missing}", file=sys.stderr)
+        return 2
     import torch
 
     commit, dirty = git_state()

@@ -63,6 +63,25 @@ def test_smoke_run_writes_a_labelled_record(tmp_path):
     assert "pithtrain" in res.stdout.splitlines()[-1]  # the summary table comes last
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a host without a CUDA GPU")
+def test_a_gpu_call_on_a_cpu_host_exits_2_in_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(SCRIPT), "--config", "qwen3-30b-a3b-4l", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert "sees no CUDA GPU" in line and "--smoke" in line and not out.exists()
+
+
+def test_a_python_without_torch_gets_one_line_not_a_traceback(tmp_path):
+    """nox -s throughput runs in the calling Python; the system one may lack torch."""
+    env = {"PATH": os.environ["PATH"], "PYTHONNOUSERSITE": "1"}
+    cmd = [sys.executable, "-S", str(SCRIPT), "--config", "qwen3-30b-a3b-4l", "--out", str(tmp_path / "out")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "torch is not importable" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_first_local_config_is_the_issue_shape():
     cfg = throughput.load_config("qwen3-30b-a3b-4l")
     assert cfg["model"] == {
