@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import signal
 import statistics
@@ -531,7 +532,7 @@ def framework_info(name: str) -> dict:
 
 
 def one_run(cfg, framework, mesh, routing, steps, work_root: Path, logs: Path, index: int, timeout_s, smoke):
-    tag = f"{index:02d}-{framework}-{mesh_label(mesh)}-{routing}"
+    tag = f"{index:02d}-{framework}-{mesh_label(mesh, smoke)}-{routing}"
     work = work_root / tag
     work.mkdir(parents=True)
     log_path = logs / f"{tag}.log"
@@ -567,6 +568,7 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
         "schema": SCHEMA,
         "smoke": call["smoke"],
         "call_id": call["id"],
+        "command": call["command"],
         "run_index": call["index"],
         "run_order_seed": call["order_seed"],
         "input_pipeline": INPUT_PIPELINE,
@@ -616,7 +618,10 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
     return rec
 
 
-def mesh_label(mesh: dict) -> str:
+def mesh_label(mesh: dict, cpu: bool = False) -> str:
+    """`PP2xEP2`, `1GPU`; a smoke run on CPU is `CPU` (one process, no GPU)."""
+    if cpu:
+        return "CPU"
     return "x".join(f"{k.upper()}{mesh[k]}" for k in ("pp", "dp", "cp", "ep") if mesh[k] > 1) or "1GPU"
 
 
@@ -630,7 +635,7 @@ def summary(records: list[dict]) -> str:
     ]
     for r in records:
         lines.append(
-            f"{r['label']:20} {r['gpus']:>4} {mesh_label(r['mesh']):6} {r['routing']:8} "
+            f"{r['label']:20} {r['gpus']:>4} {mesh_label(r['mesh'], r['smoke']):6} {r['routing']:8} "
             f"{f(r['tokens_per_s_per_gpu'], ',.0f'):>10} {f(r['mfu_spec'], '.1%'):>7} "
             f"{f(r['mfu_measured_peak'], '.1%'):>7} {f(r['peak_mem_gib'], '.1f'):>7} "
             f"{f(r['peak_mem_nvidia_smi_gib'], '.1f'):>7}  {r['status']} {r['error'][:80]}"
@@ -641,9 +646,9 @@ def summary(records: list[dict]) -> str:
 def ratio_lines(records: list[dict]) -> list[str]:
     """Per mesh and routing: pithtrain's best BF16 run over TorchTitan's best and megatron-core's, FP8 over BF16."""
     lines = []
-    blocks = {(mesh_label(r["mesh"]), r["routing"]) for r in records}
+    blocks = {(mesh_label(r["mesh"], r["smoke"]), r["routing"]) for r in records}
     for mesh, routing in sorted(blocks):
-        block = [r for r in records if (mesh_label(r["mesh"]), r["routing"]) == (mesh, routing)]
+        block = [r for r in records if (mesh_label(r["mesh"], r["smoke"]), r["routing"]) == (mesh, routing)]
 
         def best(pred, block=block):
             return max(
@@ -758,6 +763,12 @@ def preflight(smoke: bool, frameworks: list[str], gpus: int) -> str:
     return ""
 
 
+def user_command(argv: list[str]) -> str:
+    """The command line a user types for this call, paths inside the repository relative to it."""
+    args = [os.path.relpath(a, REPO) if os.path.isabs(a) and Path(a).is_relative_to(REPO) else a for a in argv]
+    return shlex.join(["python", "benchmarks/throughput.py", *args])
+
+
 def measure_peak_in_child(gpus: int) -> dict:
     res = subprocess.run([sys.executable, __file__, "--measure-peak", str(gpus)], capture_output=True, text=True)
     if res.returncode != 0:
@@ -786,6 +797,7 @@ def main(argv=None) -> int:
     call_id = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{cfg['name']}"
     order_seed = args.order_seed if args.order_seed is not None else time.time_ns() % 2**31
     call = {"id": call_id, "smoke": args.smoke, "git_commit": commit, "git_dirty": dirty, "order_seed": order_seed}
+    call["command"] = user_command(sys.argv[1:] if argv is None else argv)
     call["torch_version"] = torch.__version__
     out = Path(args.out)
     logs = Path(args.logs) if args.logs else out / f"logs-{call_id}"
@@ -800,7 +812,7 @@ def main(argv=None) -> int:
             call["index"] = index
             left = args.deadline - (time.monotonic() - started) if args.deadline else args.run_timeout
             if left < 60:
-                tag = f"{index:02d}-{framework}-{mesh_label(mesh)}-{routing}"
+                tag = f"{index:02d}-{framework}-{mesh_label(mesh, args.smoke)}-{routing}"
                 result = {"status": "skipped", "error": "call deadline reached", "wall_s": 0.0}
                 result |= {"peak_mem_nvidia_smi_gib": None, "log": ""}
             else:

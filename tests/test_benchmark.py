@@ -27,7 +27,7 @@ RECORD_FIELDS = {
     "warmup_steps", "timed_steps", "flops_per_token", "peak_spec_tflops", "peak_measured_tflops", "git_commit",
     "git_dirty", "torch_version", "status", "error", "tokens_per_s_per_gpu", "mfu_spec", "mfu_measured_peak",
     "peak_mem_gib", "peak_mem_kind", "peak_mem_nvidia_smi_gib", "step_times_s", "losses", "log",
-    "peak_measured_per_gpu_tflops", "input_pipeline", "run_order_seed", "step_time_window",
+    "peak_measured_per_gpu_tflops", "input_pipeline", "run_order_seed", "step_time_window", "command",
 }  # fmt: skip
 
 
@@ -60,6 +60,8 @@ def test_smoke_run_writes_a_labelled_record(tmp_path):
     assert rec["mfu_spec"] is None and rec["peak_spec_tflops"] is None  # no MFU on a CPU
     assert len(rec["losses"]) == 3 and all(math.isfinite(x) for x in rec["losses"])
     assert (tmp_path / f"logs-{rec['call_id']}" / rec["log"]).is_file()
+    assert rec["command"] == f"python benchmarks/throughput.py --smoke --out {tmp_path}"  # what the user typed
+    assert "-CPU-" in rec["log"] and "1GPU" not in res.stdout  # a CPU smoke run is not labelled as a GPU run
     assert "pithtrain" in res.stdout.splitlines()[-1]  # the summary table comes last
 
 
@@ -148,7 +150,7 @@ def test_summary_gives_the_ratios_of_each_mesh_and_routing():
         return {"label": label, "framework": fw, "variant": variant, "tokens_per_s_per_gpu": tps, "gpus": 1,
                 "mesh": {"pp": 1, "dp": 1, "cp": 1, "ep": 1}, "routing": routing, "mfu_spec": None,
                 "mfu_measured_peak": None, "peak_mem_gib": None, "peak_mem_nvidia_smi_gib": None, "status": "ok",
-                "error": ""}  # fmt: skip
+                "error": "", "smoke": False}  # fmt: skip
 
     records = [
         rec("pithtrain", "pithtrain", "eager", 80.0), rec("pithtrain-compiled", "pithtrain", "compiled", 100.0),
