@@ -2,6 +2,8 @@
 provenance, and reasons in the cells that were not measured; the metrics reach the tables as hand-computed."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -115,7 +117,7 @@ def test_not_measured_cells_say_why(built, empty):
         assert status.startswith(f"Status: {NOT_MEASURED}") or "paper" in status, (name, status)
         if status.startswith(f"Status: {NOT_MEASURED}"):
             assert status.count(":") >= 2 or "(" in status, f"{name}: no reason in {status!r}"
-    assert "fair re-measure pending" in (none / "throughput.md").read_text()
+    assert "no fair GPU record with status ok" in (none / "throughput.md").read_text()
 
 
 def test_ate_medians_hand_computed(built):
@@ -147,7 +149,7 @@ def test_throughput_counts_only_the_latest_fair_call(built):
     assert t.loc["pithtrain-compiled", "tokens_per_s_per_gpu"] == 120  # median of 100, 130, 120; not 999, not 50
     assert t.loc["pithtrain-compiled", "runs"] == 3
     assert t.loc["pithtrain-compiled", "x_torchtitan_compiled"] == pytest.approx(1.5)
-    assert t.loc["megatron-core", "status"].startswith("skipped")
+    assert t.loc["megatron-core", "status"].startswith("not measured: skipped")
     # A later call re-measured FP8 alone: its row is that call's, with no TorchTitan ratio (none in that call).
     assert t.loc["pithtrain-fp8", "tokens_per_s_per_gpu"] == 77 and pd.isna(
         t.loc["pithtrain-fp8", "x_torchtitan_compiled"]
@@ -183,6 +185,18 @@ def test_validation_takes_the_newest_cell_and_flags_the_unexpected(built):
     assert "CUDA" in cells.loc[("operate-04", "gold"), "reasons"]
 
 
+def test_validation_keeps_a_verdict_over_a_newer_not_run_and_says_what_is_stale(built):
+    """20260103's record did not run qa-02's noop: the older FAIL stands. Its other cell is a traceback: one line
+    in the table. A record naming no commit, or one not in this history, is stale, and says which."""
+    cells = table(built[1], "validation_cells").set_index(["task", "case"])
+    assert cells.loc[("qa-02", "noop"), "verdict"] == "FAIL"
+    assert cells.loc[("operate-04", "noop"), "reasons"] == "RuntimeError: megatron-core needs CUDA"
+    assert cells.loc[("qa-02", "gold"), "fresh"] == "stale: the record names no commit"
+    assert cells.loc[("operate-04", "noop"), "fresh"] == "stale: made at eeeeeee, a commit not in this history"
+    summary = table(built[1], "validation_summary").set_index(["task", "framework"])
+    assert summary.loc[("operate-04", "megatron-lm"), "stale"].str.contains("eeeeeee").all()
+
+
 @pytest.mark.parametrize(
     "command,reads",
     [("grep -n x a.py | head", True), ("git log -3", True), ("python train.py", False), ("sed -i s/a/b/ f", False),
@@ -191,3 +205,42 @@ def test_validation_takes_the_newest_cell_and_flags_the_unexpected(built):
 def test_bash_reading_commands(command, reads):
     assert bash_reads_only(command) is reads
     assert turn_kind([("Bash", {"command": command})]) == ("explore" if reads else "run")
+
+
+def test_throughput_step_and_run_spread(built):
+    """Steps 0.8/1.0/1.25 s of 100 tokens: 125/100/80 tokens/s, IQR 90..112.5; runs 100/130/120: IQR 110..125."""
+    t = table(built[1], "throughput").set_index("framework").loc["pithtrain-compiled"]
+    assert (t["steps_q25"], t["steps_q75"], t["runs_q25"], t["runs_q75"]) == (90, 112.5, 110, 125)
+    assert t["command"].startswith("python benchmarks/throughput.py --config qwen3-30b-a3b-8l")
+
+
+def test_records_that_cannot_count_change_no_output(tmp_path_factory, built):
+    """A failed CPU record, a failed and a partial GPU record and a smoke record, all newer than the measured call
+    for the same (config, mesh, routing, framework), added by hand: every output stays as it was."""
+    results = tmp_path_factory.mktemp("results-plus")
+    shutil.copytree(FIXTURES / "results", results, dirs_exist_ok=True)
+    src = results / "throughput" / "20260102T000000Z-qwen3-30b-a3b-8l.jsonl"
+    base = json.loads(src.read_text().splitlines()[0])
+    bad = [
+        {"device_name": "x86_64", "status": "failed", "error": "Traceback ...\nRuntimeError: no CUDA GPU"},
+        {"status": "failed", "error": "torch.OutOfMemoryError: CUDA out of memory"},
+        {"timed_steps": 20, "step_times_s": [0.1] * 5, "tokens_per_s_per_gpu": 9999.0},
+        {"smoke": True, "device_name": "x86_64", "tokens_per_s_per_gpu": 5.0},
+    ]
+    for i, change in enumerate(bad):
+        call = f"2026020{i + 1}T000000Z-qwen3-30b-a3b-8l"
+        (results / "throughput" / f"{call}.jsonl").write_text(json.dumps(base | {"call_id": call} | change) + "\n")
+    _, again = build(tmp_path_factory, results)
+    _, before = built
+    for path in sorted(before.iterdir()):
+        if path.name.endswith(".provenance.json"):
+            old, new = (json.loads(p.read_text()) for p in (path, again / path.name))
+            for prov in (old, new):  # the same records read, from another folder, by another command line
+                prov |= {
+                    "built_at": "",
+                    "command": "",
+                    "inputs": sorted((Path(i["path"]).name, i["sha256"]) for i in prov["inputs"]),
+                }
+            assert old == new, path.name
+        elif path.suffix in (".csv", ".md", ".svg"):
+            assert path.read_text() == (again / path.name).read_text(), path.name

@@ -38,9 +38,10 @@ def load_costs(results: Path) -> tuple[pd.DataFrame, list[Path]]:
                 "source_files": r["source_files"],
                 "max_hops": "unreachable" if r["unreachable"] else r["max_hops"],
                 "cost_source": f"{ws.get('mode', '?')} {ws.get('version', '?')} tree {ws.get('tree_sha256', '?')[:12]}",
+                "cost_commit": rec.get("commit", ""),
                 "_path": path,
             }
-    df = pd.DataFrame(rows.values(), columns=["task", "framework", *COST_COLS, "_path"])
+    df = pd.DataFrame(rows.values(), columns=["task", "framework", *COST_COLS, "cost_commit", "_path"])
     used = sorted(set(df["_path"]))
     return df.drop(columns="_path"), used
 
