@@ -1,10 +1,12 @@
-"""Rebuild every output of paper/ from the records present; runs nothing.
+"""Rebuild every table and figure of the paper from the records present; runs nothing.
 
-    python -m paper.rebuild [--results results] [--tasks tasks] [--out paper]
+    python -m paper.rebuild [--results results] [--tasks tasks] [--out build/paper]
 
 Writes `<out>/outputs/` (tables as CSV and Markdown, figures as PNG and SVG, each with a provenance sidecar)
 and `<out>/README.md`, the index of every output with its status. The outputs folder is emptied first,
-so nothing stale survives a rebuild.
+so nothing stale survives a rebuild. The default `build/paper/` leaves the committed reference `paper/`
+untouched (`python -m paper.compare` then says what moved); `--out paper` refreshes the reference itself,
+which is a deliberate, committed change.
 """
 
 import argparse
@@ -82,10 +84,20 @@ def write_index(b: Build, out: Path, timings: dict[int, float], failed: dict[int
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m paper.rebuild", description=__doc__.split("\n")[0])
-    p.add_argument("--results", type=Path, default=REPO / "results")
-    p.add_argument("--tasks", type=Path, default=REPO / "tasks")
-    p.add_argument("--out", type=Path, default=REPO / "paper")
+    p = argparse.ArgumentParser(
+        prog="python -m paper.rebuild",
+        description=__doc__.split("\n\n", 1)[0],
+        epilog=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--results", type=Path, default=REPO / "results", help="the records' folder (default: results/)")
+    p.add_argument("--tasks", type=Path, default=REPO / "tasks", help="the ATE-Bench tasks (default: tasks/)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "build" / "paper",
+        help="where README.md and outputs/ go (default: build/paper/; `paper` replaces the committed reference)",
+    )
     args = p.parse_args(argv)
     outputs = args.out / "outputs"
     shutil.rmtree(outputs, ignore_errors=True)
