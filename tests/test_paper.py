@@ -244,3 +244,17 @@ def test_records_that_cannot_count_change_no_output(tmp_path_factory, built):
             assert old == new, path.name
         elif path.suffix in (".csv", ".md", ".svg"):
             assert path.read_text() == (again / path.name).read_text(), path.name
+
+
+def test_claims_table_opens_the_index_and_the_paper_sources_are_inside(built):
+    """Every claim row names an output that exists; the paper's numbers cite no file outside the repository."""
+    index = (built[0] / "README.md").read_text()
+    assert index.index("## Claims") < index.index("## Badge guide") < index.index("## Outputs")
+    rows = [r for r in index.split("## Claims")[1].split("## Badge")[0].splitlines() if r.startswith("| ") and "`" in r]
+    assert len(rows) == 11
+    for row in rows:
+        for out in row.split(" | ")[3].split(", "):
+            assert (built[1] / out.replace(".md", ".csv")).exists() or (built[1] / out).exists(), out
+    reported = (REPO / "paper" / "data" / "paper_reported.toml").read_text()
+    assert "../" not in reported and "paper_sources.md" in reported
+    assert (REPO / "paper" / "data" / "paper_sources.md").read_text().count("\n> ") >= 8
