@@ -197,7 +197,7 @@ def fit_labels(ax, width: int = 14, axis: str = "x") -> None:
     import textwrap
 
     ticks = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
-    wrapped = [textwrap.fill(t.get_text(), width) for t in ticks]
+    wrapped = [textwrap.fill(t.get_text(), width, break_long_words=False) for t in ticks]
     if axis == "x":
         ax.set_xticks(ax.get_xticks(), wrapped, rotation=0)
     else:

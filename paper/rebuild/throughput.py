@@ -190,14 +190,22 @@ def figure(b: Build, table: pd.DataFrame, inputs, status: str, notes) -> None:
         bars = ax.bar(g["framework"], g["tokens_per_s_per_gpu"], color=[framework_colour(f) for f in g["framework"]],
                       yerr=[low, high], capsize=3)  # fmt: skip
         ax.bar_label(bars, labels=[f"{v / 1000:.1f}k" for v in g["tokens_per_s_per_gpu"]], fontsize=7, padding=3)
-        ax.set_title(f"{config}, {mesh}, {routing} routing\n{g['hardware'].iloc[0]}, commit {g['commit'].iloc[0]}",
-                     fontsize=8)  # fmt: skip
+        commits = sorted(set(g["commit"]))
+        title = f"{config}, {mesh}, {routing} routing\n{g['hardware'].iloc[0]}, commit {', '.join(commits)}"
+        for r in table[(table["config"] == config) & (table["mesh"] == mesh) & (table["routing"] == routing)
+                       & (table["status"] != MEASURED)].itertuples():  # fmt: skip
+            title += f"\nnot measured: {r.framework} ({r.status.split(': ', 1)[1][:60]})"
+        ax.set_title(title, fontsize=8)
+        if len(commits) > 1:  # rows from calls at several commits: each bar names its own
+            ax.set_xticks(range(len(g)), [f"{f} @{c}" for f, c in zip(g["framework"], g["commit"])])
         ax.set_ylabel("tokens/s per GPU (median; whisker: step IQR)", fontsize=7)
         fit_labels(ax, 12)
         ax.tick_params(axis="x", labelsize=7)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_axis_off()
-    if not panels:
+    if panels:
+        axes.flat[0].set_ylim(top=shown["tokens_per_s_per_gpu"].max() * 1.15)  # room for the value labels
+    else:
         nothing_measured(axes.flat[0], f"{PENDING}. The paper's five configurations need several 8-GPU nodes.")
     fig.tight_layout()
     b.figure("throughput", fig, inputs, status, "Throughput figure: tokens/s per GPU measured here", notes)
