@@ -35,6 +35,11 @@ TOLERANCE = {
     "validation_summary": (["task", "framework", "profile"], 0.0, "exact"),
     "validation_matrix": (["task", "framework", "profile"], 0.0, "exact"),
     "agent_free_cost": (["task", "framework"], 0.0, "exact"),
+    "ate_qa": (["task", "framework"], 0.0, "exact"),
+    "ate_operate": (["task", "framework"], 0.0, "exact"),
+    "ate_feature": (["task", "framework"], 0.0, "exact"),
+    "code_size": (["framework"], 0.0, "exact"),
+    "code_size_by_subpackage": (["framework", "subpackage"], 0.0, "exact"),
     "throughput_smoke": (
         ["config", "framework"],
         math.inf,

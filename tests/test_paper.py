@@ -258,3 +258,26 @@ def test_claims_table_opens_the_index_and_the_paper_sources_are_inside(built):
     reported = (REPO / "paper" / "data" / "paper_reported.toml").read_text()
     assert "../" not in reported and "paper_sources.md" in reported
     assert (REPO / "paper" / "data" / "paper_sources.md").read_text().count("\n> ") >= 8
+
+
+def test_compare_says_same_within_tolerance_or_differs(tmp_path, built):
+    """A copy of the outputs is the same; throughput moved by 2% is within its 5%; a verdict changed differs,
+    naming the cell; a missing folder is one line and exit 2."""
+    from paper.compare import compare, main
+
+    new = tmp_path / "outputs"
+    shutil.copytree(built[1], new)
+    assert {v for _, v, _ in compare(built[1], new)} <= {"same", "same records"}
+    t = pd.read_csv(new / "throughput.csv")
+    t.loc[t["framework"] == "pithtrain-compiled", "tokens_per_s_per_gpu"] *= 1.02
+    t.to_csv(new / "throughput.csv", index=False)
+    cells = pd.read_csv(new / "validation_cells.csv")
+    cells.loc[cells["case"] == "gold", "verdict"] = "FAIL"
+    cells.to_csv(new / "validation_cells.csv", index=False)
+    verdicts = {n: (v, d) for n, v, d in compare(built[1], new)}
+    assert verdicts["throughput"][0].startswith("within tolerance (numbers within 5%")
+    assert (
+        verdicts["validation_cells"][0] == "differs"
+        and "gold') verdict: 'PASS' -> 'FAIL'" in verdicts["validation_cells"][1]
+    )
+    assert main(["--new", str(tmp_path / "nothing")]) == 2

@@ -45,7 +45,7 @@ def build(b: Build) -> None:
         status = MEASURED
         inputs = [p for p in paths if p.parent.name.startswith(tuple(table["task"]))]
     else:
-        status = f"{NO_KEY}: `nox -s ablation` runs both arms"
+        status = f"{NO_KEY}: `nox -s ablation -- --agent claude-code` runs both arms"
         table = pd.DataFrame([{"task": "(none)", "turns_reduction": status}]).reindex(columns=table.columns)
         inputs = []
     b.table("skills_ablation", table, inputs, status, "Skills ablation: with and without skills", notes)

@@ -137,7 +137,7 @@ def build(b: Build) -> None:
         notes.append(
             f"{len(moba) - len(claude)} MoBA runs of other agents left out: this reads Claude Code's stream-json"
         )
-    why = f"{NOT_MEASURED} (no agent key): no Claude Code run of the MoBA task; `nox -s moba` runs it"
+    why = f"{NOT_MEASURED} (no agent key): no Claude Code run of the MoBA task; `nox -s moba -- --agent claude-code`"
     status = MEASURED if turns else why
     tdf = pd.DataFrame(
         turns, columns=["run", "framework", "skills", "passed", "turn", "context_tokens", "output_tokens", "kind"]
