@@ -29,6 +29,7 @@ from paper.rebuild.common import (
     framework_colour,
     nothing_measured,
     one_line,
+    stale_since,
 )
 
 FAIR = "synthetic-in-memory"
@@ -37,8 +38,8 @@ CONFIGS = REPO / "benchmarks" / "configs.toml"
 COLUMNS = [
     "config", "hardware", "gpus", "mesh", "routing", "framework", "runs", "tokens_per_s_per_gpu",
     "steps_q25", "steps_q75", "runs_q25", "runs_q75", "x_torchtitan_compiled", "x_megatron_core",
-    "mfu_vs_measured_peak", "peak_mem_gib", "peak_mem_kind", "nvidia_smi_gib", "call_id", "commit", "command",
-    "status",
+    "mfu_vs_measured_peak", "peak_mem_gib", "peak_mem_kind", "nvidia_smi_gib", "call_id", "commit", "fresh",
+    "command", "status",
 ]  # fmt: skip
 PENDING = "not measured: no fair GPU record with status ok (a fair call: input_pipeline = synthetic-in-memory)"
 KEY = ["config", "mesh_s", "routing", "label"]
@@ -101,6 +102,15 @@ def measured_row(runs: pd.DataFrame, usable: pd.DataFrame) -> dict:
     return row
 
 
+def freshness(rec) -> str:
+    """ "yes", or why a row is stale: the code its framework ran (pithtrain/ and the framework's runner script) changed
+    since the record's commit. The baselines' own code is pinned by version in the record."""
+    runner = {"pithtrain": "pithtrain_run.py", "torchtitan": "torchtitan_run.py", "megatron": "megatron_core_run.py"}
+    script = next(f"benchmarks/{v}" for k, v in runner.items() if rec["label"].startswith(k))
+    watched = ("pithtrain", script) if rec["label"].startswith("pithtrain") else (script,)
+    return stale_since(str(rec["git_commit"]), watched) or "yes"
+
+
 def measured_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """One row per (config, mesh, routing, framework): its latest call with a usable record, else (GPU attempts
     only) the latest attempt's status. Also one line per reason records were left out."""
@@ -131,7 +141,7 @@ def measured_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         first = runs.iloc[0]
         where = {"config": key[0], "hardware": first["device_name"], "gpus": int(first["gpus"]), "mesh": key[1]}
         where |= {"routing": key[2], "framework": key[3], "call_id": first["call_id"], "command": first["command"]}
-        rows.append(where | {"commit": str(first["git_commit"])[:7]} | body)
+        rows.append(where | {"commit": str(first["git_commit"])[:7], "fresh": freshness(first)} | body)
     return pd.DataFrame(rows).reindex(columns=COLUMNS), left_out
 
 
@@ -194,10 +204,14 @@ def figure(b: Build, table: pd.DataFrame, inputs, status: str, notes) -> None:
         title = f"{config}, {mesh}, {routing} routing\n{g['hardware'].iloc[0]}, commit {', '.join(commits)}"
         for r in table[(table["config"] == config) & (table["mesh"] == mesh) & (table["routing"] == routing)
                        & (table["status"] != MEASURED)].itertuples():  # fmt: skip
-            title += f"\nnot measured: {r.framework} ({r.status.split(': ', 1)[1][:60]})"
+            why = "out of memory" if "OutOfMemory" in r.status else r.status.split(": ", 1)[1][:60]
+            title += f"\nnot measured: {r.framework} ({why}; throughput.md)"
         ax.set_title(title, fontsize=8)
         if len(commits) > 1:  # rows from calls at several commits: each bar names its own
             ax.set_xticks(range(len(g)), [f"{f} @{c}" for f, c in zip(g["framework"], g["commit"])])
+        if (g["fresh"] != "yes").any():  # the code it ran changed since: say so under the bar
+            labels = [t.get_text() for t in ax.get_xticklabels()]
+            ax.set_xticks(range(len(g)), [t + (" (stale)" if f != "yes" else "") for t, f in zip(labels, g["fresh"])])
         ax.set_ylabel("tokens/s per GPU (median; whisker: step IQR)", fontsize=7)
         fit_labels(ax, 12)
         ax.tick_params(axis="x", labelsize=7)
