@@ -116,7 +116,7 @@ def our_rows(b: Build) -> list[dict]:
     ours = NOT_MEASURED
     if "outcome" in cells and len(cells):
         counts = ", ".join(f"{k} {v}" for k, v in cells["outcome"].value_counts().items())
-        stale = int((cells.get("fresh", pd.Series(dtype=str)).fillna("yes") != "yes").sum())
+        stale = int((cells["fresh"].astype(str) != "yes").sum()) if "fresh" in cells else 0
         ours = f"{len(cells)} cells: {counts}; {stale} stale (column fresh)"
     cost_ours = NOT_MEASURED
     if "cited_lines" in cost and pd.to_numeric(cost["cited_lines"], errors="coerce").notna().any():

@@ -80,6 +80,7 @@ def summarise(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str
     of = [(cells["task"] == r.task) & (cells["framework"] == r.framework) for r in summary.itertuples()]
     summary["not_run_reasons"] = ["; ".join(sorted(set(runs[m[runs.index]]["reasons"]))) for m in of]
     summary["stale"] = ["; ".join(sorted(set(stale[m[stale.index]]["fresh"]))) for m in of]
+    summary["records"] = [", ".join(sorted(set(cells[m]["record"]))) for m in of]  # which call each count is from
     verdict = cells["verdict"].where(cells["outcome"] != "UNEXPECTED", cells["verdict"] + " (UNEXPECTED)")
     shown = cells.assign(shown=verdict.where(cells["fresh"] == "yes", verdict + " (stale)"))
     matrix = shown.pivot_table(
