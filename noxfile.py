@@ -1,8 +1,8 @@
 """Sessions: `tests` (pytest, fast tests unless `-- -m ""`), `lint` (ruff), `throughput` (GPU benchmark).
 
 The paper (paper/README.md): `validate`, `ate`, `ablation`, `moba` write records under results/; `figures`
-rebuilds every table and figure of paper/ from the records present; `reproduce` runs everything this machine
-can, then `figures`.
+rebuilds every table and figure into build/paper/ from the records present and compares them with the committed
+reference paper/outputs/ (never overwritten); `reproduce` runs everything this machine can, then the same.
 """
 
 import argparse
