@@ -122,6 +122,8 @@ def our_rows(b: Build) -> list[dict]:
     if "cited_lines" in cost and pd.to_numeric(cost["cited_lines"], errors="coerce").notna().any():
         med = cost.assign(n=pd.to_numeric(cost["cited_lines"], errors="coerce")).groupby("framework")["n"].median()
         cost_ours = "median lines to cite per Q&A task: " + ", ".join(f"{k} {v:,.0f}" for k, v in med.items())
+        stale = cost.get("fresh", pd.Series(dtype=str)).astype(str).ne("yes")
+        cost_ours += f"; {int(stale.sum())} of {len(cost)} rows stale (column fresh)"
     none = "none: the authors' harness has no scripted checker"
     return [
         {"claim": "6 (ours) every checker validated: gold PASS, wrong answers FAIL", "paper": none, "ours": ours,
