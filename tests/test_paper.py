@@ -281,3 +281,27 @@ def test_compare_says_same_within_tolerance_or_differs(tmp_path, built):
         and "gold') verdict: 'PASS' -> 'FAIL'" in verdicts["validation_cells"][1]
     )
     assert main(["--new", str(tmp_path / "nothing")]) == 2
+
+
+def test_scrub_records_removes_machine_paths_and_gives_each_call_its_command(tmp_path):
+    """paper/scrub_records.py: tool words and absolute paths outside the repository go, a throughput call without
+    a command gets the equivalent one, and a second pass changes nothing."""
+    from paper.scrub_records import main
+
+    (tmp_path / "throughput").mkdir()
+    log = tmp_path / "throughput" / "x.log"
+    log.write_text("device call 2 of this session (run tool, nvidia-h200, machine held 9 s)\n"
+                   "records: /root/out/throughput/x.jsonl in /tmp/pith-abc/y and /work/main/tasks/qa\n")  # fmt: skip
+    rec = {"smoke": False, "label": "pithtrain-compiled", "gpus": 1, "routing": "balanced", "config": "c",
+           "warmup_steps": 10, "timed_steps": 20, "config_table": {"warmup_steps": 10, "timed_steps": 20}}  # fmt: skip
+    jsonl = tmp_path / "throughput" / "x.jsonl"
+    jsonl.write_text(json.dumps(rec) + "\n" + json.dumps(rec | {"label": "torchtitan-compiled"}) + "\n")
+    assert main(["--results", str(tmp_path)]) == 0
+    assert log.read_text() == "GPU call 2 (H200 x1)\nrecords: $OUT/throughput/x.jsonl in <tmp>/y and tasks/qa\n"
+    out = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert {r["command"] for r in out} == {
+        "python benchmarks/throughput.py --config c --frameworks pithtrain-compiled,torchtitan-compiled --gpus 1 "
+        "--balanced-routing"
+    }
+    before = {p: p.read_text() for p in (log, jsonl)}
+    assert main(["--results", str(tmp_path)]) == 0 and {p: p.read_text() for p in (log, jsonl)} == before
