@@ -763,9 +763,18 @@ def preflight(smoke: bool, frameworks: list[str], gpus: int) -> str:
     return ""
 
 
+# Where a call writes and how long it may take: not what it measures, and machine-specific (gpu_run.sh's folders).
+PLACE_OPTIONS = ("--out", "--logs", "--run-timeout", "--deadline")
+
+
 def user_command(argv: list[str]) -> str:
-    """The command line a user types for this call, paths inside the repository relative to it."""
-    args = [os.path.relpath(a, REPO) if os.path.isabs(a) and Path(a).is_relative_to(REPO) else a for a in argv]
+    """The command a user types for what this call measures: the options of PLACE_OPTIONS left out."""
+    args, skip = [], False
+    for a in argv:
+        if skip or a.split("=")[0] in PLACE_OPTIONS:
+            skip = not skip and "=" not in a and a in PLACE_OPTIONS
+            continue
+        args.append(a)
     return shlex.join(["python", "benchmarks/throughput.py", *args])
 
 

@@ -60,7 +60,10 @@ def test_smoke_run_writes_a_labelled_record(tmp_path):
     assert rec["mfu_spec"] is None and rec["peak_spec_tflops"] is None  # no MFU on a CPU
     assert len(rec["losses"]) == 3 and all(math.isfinite(x) for x in rec["losses"])
     assert (tmp_path / f"logs-{rec['call_id']}" / rec["log"]).is_file()
-    assert rec["command"] == f"python benchmarks/throughput.py --smoke --out {tmp_path}"  # what the user typed
+    assert rec["command"] == "python benchmarks/throughput.py --smoke"  # what it measures, not where it wrote
+    assert throughput.user_command(["--config", "c", "--out", "/x", "--deadline=9", "--logs", "/y", "--gpus", "1"]) == (
+        "python benchmarks/throughput.py --config c --gpus 1"
+    )
     assert "-CPU-" in rec["log"] and "1GPU" not in res.stdout  # a CPU smoke run is not labelled as a GPU run
     assert "pithtrain" in res.stdout.splitlines()[-1]  # the summary table comes last
 
