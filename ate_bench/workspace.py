@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ate_bench.frameworks import FRAMEWORKS, SOURCE_MODES, FrameworkSource
+from ate_bench.source_stamp import archive_commit, is_checkout
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "pithtrain-ate"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +155,10 @@ def _extract_tar(archive: Path, dest: Path, strip_top: bool, exclude: tuple[str,
 
 
 def repo_state() -> tuple[str, list[str]]:
-    """(HEAD commit, paths with uncommitted changes) of this repository, results/ ignored."""
+    """(commit, paths with uncommitted changes) of this repository, results/ ignored. From a source archive
+    (no .git) the commit is the archive's stamp and no path can be told dirty."""
+    if not is_checkout(REPO_ROOT):
+        return archive_commit(REPO_ROOT), []
     commit = _git("rev-parse", "HEAD", cwd=REPO_ROOT).strip()
     excludes = [f":(exclude){p}" for p in DIRTY_IGNORED]
     status = _git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".", *excludes, cwd=REPO_ROOT)
@@ -182,10 +186,14 @@ def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace, at_commit: str = 
             f"this repository has {len(ws.dirty_paths)} uncommitted path(s) (listed in dirty_paths); "
             f"the workspace holds HEAD {commit} only"
         )
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = Path(tmp) / "head.tar"
-        _git("archive", "--format=tar", f"--output={archive}", commit, cwd=REPO_ROOT)
-        _extract_tar(archive, dest, strip_top=False, exclude=fw.exclude)
+    if is_checkout(REPO_ROOT):
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "head.tar"
+            _git("archive", "--format=tar", f"--output={archive}", commit, cwd=REPO_ROOT)
+            _extract_tar(archive, dest, strip_top=False, exclude=fw.exclude)
+    else:
+        _copy_archive_tree(dest, exclude=fw.exclude)
+        ws.notes.append(f"source archive (no .git): the tree as unpacked, stamped commit {commit}")
     ws.mode, ws.version = "repo", commit
     ws.source = {"repo": str(REPO_ROOT), "commit": commit, "excluded": ", ".join(fw.exclude)}
 
@@ -282,6 +290,21 @@ def _from_pypi(fw: FrameworkSource, dest: Path, cache_dir: Path, ws: Workspace) 
     ws.mode, ws.version = "pypi", fw.pypi_requirement
     ws.source = {"sdist": fw.pypi_filename, "sha256": fw.pypi_sha256, "lacks": fw.pypi_lacks}
     ws.notes.append(f"PyPI mode: {fw.pypi_lacks}")
+
+
+# Made by using the archive, never part of it: left out of a workspace copied from an unpacked source archive.
+_ARCHIVE_LOCAL = (".venv", ".nox", ".agents", "runs", "dist", ".git")
+
+
+def _copy_archive_tree(dest: Path, exclude: tuple[str, ...]) -> None:
+    """An unpacked source archive's files, as `git archive` would have given them, minus `exclude`."""
+    skip = set(exclude) | set(_ARCHIVE_LOCAL)
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        rel = Path(folder).relative_to(REPO_ROOT)
+        return [n for n in names if (rel / n).as_posix() in skip or n == "__pycache__"]
+
+    shutil.copytree(REPO_ROOT, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True)
 
 
 def _without_skills_section(text: str) -> tuple[str, tuple[int, int] | None]:

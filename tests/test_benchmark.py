@@ -27,7 +27,7 @@ RECORD_FIELDS = {
     "warmup_steps", "timed_steps", "flops_per_token", "peak_spec_tflops", "peak_measured_tflops", "git_commit",
     "git_dirty", "torch_version", "status", "error", "tokens_per_s_per_gpu", "mfu_spec", "mfu_measured_peak",
     "peak_mem_gib", "peak_mem_kind", "peak_mem_nvidia_smi_gib", "step_times_s", "losses", "log",
-    "peak_measured_per_gpu_tflops", "input_pipeline", "run_order_seed", "step_time_window",
+    "peak_measured_per_gpu_tflops", "input_pipeline", "run_order_seed", "step_time_window", "command",
 }  # fmt: skip
 
 
@@ -72,7 +72,31 @@ def test_smoke_run_writes_a_labelled_record(tmp_path):
     assert rec["mfu_spec"] is None and rec["peak_spec_tflops"] is None  # no MFU on a CPU
     assert len(rec["losses"]) == 3 and all(math.isfinite(x) for x in rec["losses"])
     assert (tmp_path / f"logs-{rec['call_id']}" / rec["log"]).is_file()
+    assert rec["command"] == "python benchmarks/throughput.py --smoke"  # what it measures, not where it wrote
+    assert throughput.user_command(["--config", "c", "--out", "/x", "--deadline=9", "--logs", "/y", "--gpus", "1"]) == (
+        "python benchmarks/throughput.py --config c --gpus 1"
+    )
+    assert "-CPU-" in rec["log"] and "1GPU" not in res.stdout  # a CPU smoke run is not labelled as a GPU run
     assert "pithtrain" in res.stdout.splitlines()[-1]  # the summary table comes last
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a host without a CUDA GPU")
+def test_a_gpu_call_on_a_cpu_host_exits_2_in_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(SCRIPT), "--config", "qwen3-30b-a3b-4l", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert "sees no CUDA GPU" in line and "--smoke" in line and not out.exists()
+
+
+def test_a_python_without_torch_gets_one_line_not_a_traceback(tmp_path):
+    """nox -s throughput runs in the calling Python; the system one may lack torch."""
+    env = {"PATH": os.environ["PATH"], "PYTHONNOUSERSITE": "1"}
+    cmd = [sys.executable, "-S", str(SCRIPT), "--config", "qwen3-30b-a3b-4l", "--out", str(tmp_path / "out")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "torch is not importable" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_first_local_config_is_the_issue_shape():
@@ -141,7 +165,7 @@ def test_summary_gives_the_ratios_of_each_mesh_and_routing():
         return {"label": label, "framework": fw, "variant": variant, "tokens_per_s_per_gpu": tps, "gpus": 1,
                 "mesh": {"pp": 1, "dp": 1, "cp": 1, "ep": 1}, "routing": routing, "mfu_spec": None,
                 "mfu_measured_peak": None, "peak_mem_gib": None, "peak_mem_nvidia_smi_gib": None, "status": "ok",
-                "error": ""}  # fmt: skip
+                "error": "", "smoke": False}  # fmt: skip
 
     records = [
         rec("pithtrain", "pithtrain", "eager", 80.0), rec("pithtrain-compiled", "pithtrain", "compiled", 100.0),
