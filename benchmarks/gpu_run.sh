@@ -11,6 +11,9 @@
 #    estimate-memory) alone on the GPU, since two of them time; $OUT/skills/ gets its log and kernels.csv;
 # 7. with ATE_GPU1=1, runs the gpu1 golds of the operate and feature tasks side by side (tasks/operate/gpu1_golds.sh,
 #    tasks/feature/gpu1_golds.sh), each inside ATE_BUDGET_S (default 360 s): $OUT/operate/ and $OUT/feature-gpu1*;
+# 7a. with ATE_TORCHTITAN=1, runs the operate tasks' gpu1 golds on TorchTitan 0.2.2 alone on the GPU
+#    (FRAMEWORK=torchtitan tasks/operate/gpu1_golds.sh; carry its sdist as .whl/torchtitan-0.2.2.tar.gz beside the
+#    wheels), inside ATE_BUDGET_S: $OUT/operate-torchtitan/;
 # 7b. with PROFILE="CONFIG:VARIANT[:base] ...", runs benchmarks/profile_step.py on each (VARIANT eager, compiled or fp8;
 #    ":base" runs it from .bench-base/base.tar, `git archive` of the commit before a change, for a before/after pair
 #    in one call); their tables go to $OUT/profiles.txt;
@@ -100,6 +103,12 @@ if [ "${ATE_GPU1:-0}" = 1 ]; then
   (OUT="$OUT" BUDGET_S=${ATE_BUDGET_S:-360} bash tasks/feature/gpu1_golds.sh > /tmp/feature-gpu1.txt 2>&1) &
   wait
   echo "-- operate"; tail -n 12 /tmp/operate-gpu1.txt; echo "-- feature"; tail -n 30 /tmp/feature-gpu1.txt
+fi
+
+if [ "${ATE_TORCHTITAN:-0}" = 1 ]; then
+  echo "== ATE-Bench gpu1 operate golds on TorchTitan (budget ${ATE_BUDGET_S:-360} s)"
+  OUT="$OUT/operate-torchtitan" FRAMEWORK=torchtitan BUDGET_S=${ATE_BUDGET_S:-360} bash tasks/operate/gpu1_golds.sh 2>&1 \
+    | tail -n 12
 fi
 
 for entry in ${PROFILE:-}; do
