@@ -5,7 +5,12 @@
 #   bash tasks/operate/gpu1_golds.sh            (about 5 minutes; writes $OUT/gpu1_golds.json and $OUT/gpu1_golds.log)
 #   TASKS=02-train-evaluate BUDGET_S=500 bash tasks/operate/gpu1_golds.sh     (one task, a longer budget)
 #   FRAMEWORK=torchtitan bash tasks/operate/gpu1_golds.sh    (TorchTitan 0.2.2: its workspace is the sdist, carried
-#     as .whl/torchtitan-0.2.2.tar.gz, and its requirements are the carried wheels gpu_run.sh puts on PYTHONPATH)
+#     as .whl/torchtitan-0.2.2.tar.gz, and its requirements are the carried wheels gpu_run.sh puts on PYTHONPATH;
+#     through gpu_run.sh: ATE_TORCHTITAN=1 ATE_BUDGET_S=540 TESTS=0 PROBE=0 CONVERGENCE=0 CONFIGS= bash benchmarks/gpu_run.sh)
+# .whl/ for torchtitan (2 MiB): cp ~/.cache/pithtrain-ate/pypi/torchtitan-0.2.2.tar.gz .whl/ (python -m ate_bench
+# caches it there), then the device README's `pip download --no-deps --only-binary=:all: --python-version 3.12 ...
+# -d .whl` of torchtitan==0.2.2 torchdata==0.11.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 tyro==1.0.17
+# docstring_parser==0.18.0 typeguard==4.6.1 shtab==1.13.0; the GPU image has the rest (pyarrow, transformers, ...).
 # The 4-layer model's checkpoint with optimizer state is 27 GB: Getting Started and Train & Evaluate each write one,
 # so the disk's speed sets most of the time; the tasks run cheapest first, Train & Evaluate last.
 # Each task gets a fresh workspace as the harness makes one (pithtrain: this tree without ate_bench/, tasks/, tests/,

@@ -103,6 +103,9 @@ def logits_mismatch(got, want) -> str | None:
 def torchtitan_logits_failure(ws: Path, profile: str) -> str | None:
     """Load artifacts/checkpoint/step-25 into TorchTitan's DeepSeek-V3 model at the provided flavor (experts in fp32,
     not the bf16 grouped matmul) and compare its logits with the export's."""
+    checkpoint = ws / "artifacts" / "checkpoint" / f"step-{STEPS}"
+    if not (checkpoint / ".metadata").is_file():
+        return f"no TorchTitan checkpoint at artifacts/checkpoint/step-{STEPS} (a DCP directory with .metadata)"
     import dataclasses
     import importlib.util
 
@@ -117,9 +120,6 @@ def torchtitan_logits_failure(ws: Path, profile: str) -> str | None:
     args = dataclasses.replace(deepseekv3_args[TORCHTITAN_FLAVOR], max_seq_len=seq_len)
     args.moe_args = dataclasses.replace(args.moe_args, use_grouped_mm=False)
     args.moe_impl = "standard"  # update_from_config sets it from parallelism.expert_parallel_comm_backend
-    checkpoint = ws / "artifacts" / "checkpoint" / f"step-{STEPS}"
-    if not (checkpoint / ".metadata").is_file():
-        return f"no TorchTitan checkpoint at artifacts/checkpoint/step-{STEPS} (a DCP directory with .metadata)"
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(device):
         model = DeepSeekV3Model(args)
