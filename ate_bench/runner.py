@@ -55,6 +55,9 @@ class RunOptions:
     profile: str = ""
     """The task's profile ("" for a task without profiles; see TaskSpec.check_profile)."""
     gpu_source: SampleSource = nvidia_smi_source
+    skills_overlay: tuple[str, ...] = ()
+    """This repository's skills given to a torchtitan or megatron-lm workspace (the authors' harness gave them the
+    profile-capture skill); recorded, and reported apart."""
 
 
 @dataclass
@@ -205,6 +208,12 @@ def run_once(opts: RunOptions) -> Path:
     if opts.framework not in task.frameworks:
         raise ValueError(f"task {task.id} is not valid for {opts.framework!r}; valid: {', '.join(task.frameworks)}")
     profile = task.check_profile(opts.profile)
+    if opts.skills_overlay and (opts.framework == "pithtrain" or not opts.skills):
+        clash = f"framework {opts.framework!r}" if opts.skills else "--no-skills"
+        raise ValueError(
+            f"--skills-overlay with {clash}: the overlay gives torchtitan or megatron-lm pithtrain's skills; "
+            "pithtrain has them already and --no-skills removes skills"
+        )
     # Every path handed out (to the checker, the agent, the record) is absolute: they run elsewhere.
     results_dir, work_root = opts.results_dir.resolve(), opts.work_root.resolve()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -233,6 +242,7 @@ def run_once(opts: RunOptions) -> Path:
             skills=opts.skills,
             prepare_dir=task.prepare_dir(opts.framework, profile),
             cache_dir=opts.cache_dir,
+            skills_overlay=opts.skills_overlay,
         )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -307,6 +317,7 @@ def run_once(opts: RunOptions) -> Path:
             "source": ws.source,
             "dirty_paths": ws.dirty_paths,
             "skills": ws.skills,
+            "skills_overlay": ws.skills_overlay,
             "stripped": ws.stripped,
             "prepared": ws.prepared,
             "notes": ws.notes,
@@ -370,6 +381,7 @@ def _group_key(rec: dict) -> tuple:
         agent["name"],
         agent["model"],
         fw["skills"],
+        ",".join(fw.get("skills_overlay", [])),  # records before the overlay had none
     )
 
 
@@ -380,11 +392,12 @@ def _status(rec: dict) -> str:
 
 def report(records: list[dict]) -> str:
     """Medians over repeats, one row per task, profile, framework, source mode, version, tree hash,
-    agent, model and skills (runs that differ in any of them never share a median); gold/noop apart."""
+    agent, model, skills and skills overlay (runs that differ in any of them never share a median); gold/noop
+    apart."""
     groups: dict[tuple, list[dict]] = {}
     for rec in records:
         groups.setdefault(_group_key(rec), []).append(rec)
-    header = ["task", "profile", "framework", "mode", "version", "tree", "agent", "model", "skills"]
+    header = ["task", "profile", "framework", "mode", "version", "tree", "agent", "model", "skills", "overlay"]
     header += ["runs", "pass", *(h for _, h, _ in METRIC_COLUMNS)]
     sections = []
     for kind, title in (

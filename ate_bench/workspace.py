@@ -80,6 +80,8 @@ class Workspace:
     prepared: list[str] = field(default_factory=list)
     source: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    skills_overlay: list[str] = field(default_factory=list)
+    """This repository's skills copied into skills/ (with a .claude/skills link) before the baseline commit."""
 
 
 def tree_sha256(root: Path, cache: dict[str, tuple[tuple, str]] | None = None) -> str:
@@ -346,8 +348,10 @@ def materialize(
     skills: bool = True,
     prepare_dir: Path | None = None,
     cache_dir: Path = DEFAULT_CACHE_DIR,
+    skills_overlay: tuple[str, ...] = (),
 ) -> Workspace:
-    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, baseline."""
+    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, the overlay of this
+    repository's `skills_overlay` skills, baseline."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
     if mode not in SOURCE_MODES:
@@ -355,14 +359,20 @@ def materialize(
     fw = FRAMEWORKS[framework]
     dest.mkdir(parents=True, exist_ok=False)
     try:
-        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir)
+        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir, skills_overlay)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)  # a failed start leaves no half-made workspace behind
         raise
 
 
 def _materialize(
-    fw: FrameworkSource, dest: Path, mode: str, skills: bool, prepare_dir: Path | None, cache_dir: Path
+    fw: FrameworkSource,
+    dest: Path,
+    mode: str,
+    skills: bool,
+    prepare_dir: Path | None,
+    cache_dir: Path,
+    skills_overlay: tuple[str, ...] = (),
 ) -> Workspace:
     framework = fw.name
     ws = Workspace(path=dest, framework=framework, mode="", version="", tree_sha256="", skills="")
@@ -383,6 +393,9 @@ def _materialize(
     if prepare_dir is not None and prepare_dir.is_dir():
         shutil.copytree(prepare_dir, dest, dirs_exist_ok=True)
         ws.prepared = sorted(p.relative_to(prepare_dir).as_posix() for p in prepare_dir.rglob("*") if p.is_file())
+    for name in skills_overlay:
+        overlay_skill(dest, name)
+    ws.skills_overlay = list(skills_overlay)
     _git("init", "--quiet", cwd=dest)
     _git("add", "--all", "--force", cwd=dest)
     ident = [
@@ -395,6 +408,20 @@ def _materialize(
     ]
     _git(*ident, "commit", "--quiet", "--allow-empty", "-m", "ATE-Bench workspace baseline", cwd=dest)
     return ws
+
+
+def overlay_skill(dest: Path, name: str) -> None:
+    """Copy this repository's skills/<name> into the workspace's skills/, found where agents look (.claude/skills)."""
+    source = REPO_ROOT / "skills" / name
+    if not (source / SKILL_FILE).is_file():
+        raise MaterializeError(f"skills overlay {name!r}: {source / SKILL_FILE} does not exist")
+    if (dest / "skills" / name).exists():
+        raise MaterializeError(f"skills overlay {name!r}: the workspace already has skills/{name}")
+    shutil.copytree(source, dest / "skills" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    link = dest / ".claude" / "skills"
+    if not link.exists() and not link.is_symlink():
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to("../skills")
 
 
 def workspace_diff(root: Path) -> tuple[str, list[str]]:
