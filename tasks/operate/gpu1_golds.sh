@@ -83,10 +83,15 @@ for slug in $TASKS; do
   rm -rf "$ws"
 done
 
-python3 - "$ROWS" "$OUT/gpu1_golds.json" "${PITH_GIT_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" <<'PY'
+SOURCE=$([ "$FRAMEWORK" = torchtitan ] && basename "$SDIST" || echo "this tree")
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+python3 - "$ROWS" "$OUT/gpu1_golds.json" "${PITH_GIT_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" \
+  "$FRAMEWORK" "$SOURCE" "${GPU:-unknown}" <<'PY'
 import json, platform, sys, time
+import torch
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 record = {"schema": "operate-gpu1-golds-1", "commit": sys.argv[3], "host": platform.node(),
+          "framework": sys.argv[4], "framework_source": sys.argv[5], "gpu": sys.argv[6], "torch": torch.__version__,
           "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": rows,
           "all_as_expected": all(r["verdict"] == r["expected"] for r in rows)}
 open(sys.argv[2], "w").write(json.dumps(record, indent=1) + "\n")
