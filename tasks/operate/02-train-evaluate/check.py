@@ -13,9 +13,10 @@ Conditions, one FAIL line each:
 - the newest evaluate log names `artifacts/hf-export` and prints an accuracy in [0, 1], with its exit-time.
 The checkpoint is loaded by the framework's own code, never the agent's copy: pithtrain from this repository,
 torchtitan from the checker's environment (the pinned 0.2.2) into its DeepSeek-V3 model at the provided flavor
-(the task's deepseek_v2_lite_4l.py). On torchtitan `artifacts/tokens/` holds the corpus as JSON lines (its loader
-tokenizes as it reads). The comparison is not written for megatron-lm, which FAILs it (its cells are
-[unrunnable] in task.toml), so no verdict passes a condition left unchecked.
+(the task's flavor module, operate_check.TORCHTITAN_PROVIDED: smoke and gpu1; paper FAILs as not written). On
+torchtitan `artifacts/tokens/` holds the corpus as JSON lines (its loader tokenizes as it reads). The comparison
+is not written for megatron-lm, which FAILs it (its cells are [unrunnable] in task.toml), so no verdict passes a
+condition left unchecked.
 """
 
 import json
@@ -35,8 +36,6 @@ FROM_SCRATCH = 1.0
 LOGIT_TOL = 0.05
 """Root-mean-square of (export - checkpoint) logits over that of the checkpoint's: a bf16 export of the trained
 model is within 0.01, a freshly initialised one off by about 1."""
-TORCHTITAN_FLAVOR = "deepseek_v2_lite_4l"
-"""The provided flavor module (prepare/<profile>/torchtitan/), registered by experimental.custom_import."""
 ACCURACY = re.compile(r"^accuracy: (\S+)", re.M)
 LM_EVAL_ACC = re.compile(r"^\|\s*hellaswag\s*\|.*?\|\s*acc\s*\|\s*[↑]?\s*\|\s*([0-9.]+)", re.M)
 
@@ -109,20 +108,16 @@ def torchtitan_logits_failure(ws: Path, profile: str) -> str | None:
     checkpoint = ws / "artifacts" / "checkpoint" / f"step-{STEPS}"
     if not (checkpoint / ".metadata").is_file():
         return f"no TorchTitan checkpoint at artifacts/checkpoint/step-{STEPS} (a DCP directory with .metadata)"
+    if profile not in oc.TORCHTITAN_PROVIDED:  # never a PASS on a condition it cannot check
+        return f"checker: loading a TorchTitan checkpoint of the {profile} profile is not written"
     import dataclasses
-    import importlib.util
 
     import torch
     import torch.distributed.checkpoint as dcp
-    from torchtitan.models.deepseek_v3 import DeepSeekV3Model, deepseekv3_args
+    from torchtitan.models.deepseek_v3 import DeepSeekV3Model
 
-    provided = Path(__file__).resolve().parent / "prepare" / profile / "torchtitan"
-    spec = importlib.util.spec_from_file_location("provided_flavor", provided / f"{TORCHTITAN_FLAVOR}.py")
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers the flavor
-    seq_len = tomllib.loads((provided / "gpu1.toml").read_text())["training"]["seq_len"]
-    args = dataclasses.replace(deepseekv3_args[TORCHTITAN_FLAVOR], max_seq_len=seq_len)
+    args, _ = oc.torchtitan_flavor(Path(__file__).resolve().parent, profile)
     args.moe_args = dataclasses.replace(args.moe_args, use_grouped_mm=False)
-    args.moe_impl = "standard"  # update_from_config sets it from parallelism.expert_parallel_comm_backend
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(device):
         model = DeepSeekV3Model(args)

@@ -12,10 +12,10 @@ expert set for at least AGREE of the tokens and matching weights on those; a ran
 1 / C(experts, top_k) of the tokens. It runs the run's micro-batches, so that on a GPU bf16 rounds as in the run.
 On gpu1 the weights are the workspace's `checkpoint/`, written by the provided make_checkpoint.py (too large to
 ship). On torchtitan the checker does the same with the pinned torchtitan of its own environment: the provided
-flavor (prepare/<profile>/torchtitan/deepseek_v2_lite_4l.py) loads the weights through TorchTitan's state-dict
-adapter, and step 1's batch is the first local batch of TorchTitan's text dataset over the provided corpus/ and
-tokenizer (its loader neither shuffles nor accumulates gradients in the provided config). Megatron-LM: the
-recompute is not written, so it FAILs it; its cells are [unrunnable] in task.toml.
+flavor (operate_check.TORCHTITAN_PROVIDED: smoke and gpu1; paper FAILs as not written) loads the weights through
+TorchTitan's state-dict adapter, and step 1's batch is the first local batch of TorchTitan's text dataset over the
+provided corpus/ and tokenizer (its loader neither shuffles nor accumulates gradients in the provided config).
+Megatron-LM: the recompute is not written, so it FAILs it; its cells are [unrunnable] in task.toml.
 """
 
 import sys
@@ -31,8 +31,6 @@ REPO = Path(__file__).resolve().parents[3]
 STEPS = 4
 SUM_TOL = 1e-3
 AGREE = 0.98
-TORCHTITAN_FLAVOR = "deepseek_v2_lite_4l"
-"""The provided flavor module (prepare/<profile>/torchtitan/), registered by experimental.custom_import."""
 WEIGHT_TOL = {"smoke": 1e-4, "gpu1": 2e-2, "paper": 2e-2}
 """Max |weight| difference on agreeing tokens: fp32 on CPU; bf16 autocast on GPUs."""
 
@@ -109,23 +107,17 @@ def first_layer_routing(ws: Path, config: Path, checkpoint: Path):
     return torch.cat(ids).numpy(), torch.cat(weights).numpy()
 
 
-def torchtitan_first_layer_routing(provided: Path, checkpoint: Path):
+def torchtitan_first_layer_routing(task_dir: Path, profile: str, checkpoint: Path):
     """Step 1's first-MoE-layer routing as TorchTitan computes it: (ids, renormalised weights), each (B, S, K)."""
-    import dataclasses
-    import importlib.util
-
     import torch
     from safetensors.torch import load_file
     from torchtitan.components.tokenizer import HuggingFaceTokenizer
     from torchtitan.hf_datasets.text_datasets import HuggingFaceTextDataset
-    from torchtitan.models.deepseek_v3 import DeepSeekV3Model, deepseekv3_args
+    from torchtitan.models.deepseek_v3 import DeepSeekV3Model
     from torchtitan.models.deepseek_v3.model.state_dict_adapter import DeepSeekV3StateDictAdapter
 
-    spec = importlib.util.spec_from_file_location("provided_flavor", provided / f"{TORCHTITAN_FLAVOR}.py")
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers the flavor
-    job = tomllib.loads((provided / "gpu1.toml").read_text())["training"]
-    args = dataclasses.replace(deepseekv3_args[TORCHTITAN_FLAVOR], max_seq_len=job["seq_len"])
-    args.moe_impl = "standard"  # update_from_config sets it from parallelism.expert_parallel_comm_backend
+    args, job = oc.torchtitan_flavor(task_dir, profile)
+    provided = task_dir / "prepare" / profile / "torchtitan"
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(device):
         model = DeepSeekV3Model(args)
@@ -185,9 +177,8 @@ def main() -> int:
     if traces is not None and args.framework == "pithtrain":
         want_ids, want_w = first_layer_routing(ws, config, checkpoint)
         failures += agreement_failures(traces[0][0][0], traces[0][1][0], want_ids, want_w, WEIGHT_TOL[args.profile])
-    elif traces is not None and args.framework == "torchtitan":
-        provided = task_dir / "prepare" / args.profile / "torchtitan"
-        want_ids, want_w = torchtitan_first_layer_routing(provided, checkpoint)
+    elif traces is not None and args.framework == "torchtitan" and args.profile in oc.TORCHTITAN_PROVIDED:
+        want_ids, want_w = torchtitan_first_layer_routing(task_dir, args.profile, checkpoint)
         failures += agreement_failures(traces[0][0][0], traces[0][1][0], want_ids, want_w, WEIGHT_TOL[args.profile])
     elif traces is not None:  # never a PASS on a condition it cannot check
         failures.append(f"checker: recomputing {args.framework}'s routing is not written")
