@@ -17,6 +17,7 @@ line, stamped on arrival (Claude Code's stream-json carries no timestamps). Tran
 """
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from ate_bench.metrics import ModelCall, ToolSpan, Transcript
 from ate_bench.tasks import TaskSpec
+from ate_bench.workspace import REPO_ROOT
 
 AGENTS = ("claude-code", "codex", "mini-swe-agent", "gold", "noop")
 HARNESS_AGENTS = ("gold", "noop")
@@ -38,6 +40,11 @@ MINI_KEY_BY_PROVIDER = {
     "openrouter": "OPENROUTER_API_KEY",
 }
 CLAUDE_EDIT_TOOLS = "Edit,MultiEdit,Write,NotebookEdit"
+# Where `make agents` installs the pinned CLIs (Makefile: the versions); looked up there before PATH.
+AGENTS_DIR = REPO_ROOT / ".agents"
+# A scripted endpoint's model name and key: placeholders, never a credential.
+SCRIPTED_MODEL = "scripted"
+SCRIPTED_KEY = "scripted-endpoint-no-credential"
 
 STREAM_FILE = "stream.jsonl"
 ROLLOUT_FILE = "rollout.jsonl"
@@ -55,6 +62,8 @@ class AgentLaunch:
     env: dict[str, str]
     """Variables added to the minimal environment, secrets included (their names go in the record)."""
     secret_names: list[str]
+    cli_version: str = ""
+    """The pinned CLI's version as installed under .agents/ ("" for a CLI found on PATH, or gold/noop)."""
 
 
 def make_launch(
@@ -67,37 +76,59 @@ def make_launch(
     model: str,
     environ: dict[str, str],
     profile: str = "",
+    endpoint: str = "",
 ) -> AgentLaunch:
-    """The command line for `agent`; raises CannotStart (naming every missing piece) where it could not start."""
+    """The command line for `agent`; raises CannotStart (naming every missing piece) where it could not start.
+
+    `endpoint`: the base URL of a scripted model endpoint (scripted_endpoint.py). The agent is pointed at it
+    with a placeholder key, and the caller's credentials are not passed at all.
+    """
     read_only = task.tools == "read-only"
     missing: list[str] = []  # a missing CLI and missing credentials are both said at once
+    cli, cli_version = installed_cli(agent)
     if agent == "claude-code":
-        argv = ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose"]
+        argv = [cli, "-p", prompt, "--output-format", "stream-json", "--verbose"]
         argv += ["--permission-mode", "bypassPermissions"]
         argv += ["--disallowedTools", CLAUDE_EDIT_TOOLS] if read_only else []
         argv += ["--model", model] if model else []
-        keys = _keys(environ, ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"), missing)
+        keys = _keys(environ, ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"), missing, endpoint)
         extra = {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        # As root, Claude Code refuses bypassPermissions ("cannot be used with root/sudo privileges") unless
+        # IS_SANDBOX=1 says the machine is a sandbox (observed with 2.1.328).
+        extra |= {"IS_SANDBOX": "1"} if os.geteuid() == 0 else {}
+        extra |= {"ANTHROPIC_BASE_URL": endpoint} if endpoint else {}
     elif agent == "codex":
-        argv = ["codex", "exec", "--json", "-C", str(workspace), "--skip-git-repo-check"]
+        argv = [cli, "exec", "--json", "-C", str(workspace), "--skip-git-repo-check"]
         argv += ["--output-last-message", str(run_dir / FINAL_MESSAGE_FILE)]
         argv += ["--sandbox", "read-only"] if read_only else ["--dangerously-bypass-approvals-and-sandbox"]
+        if endpoint:
+            # Codex reads no base-URL variable (OPENAI_BASE_URL is ignored by 0.171.0): a provider entry does it.
+            model = model or SCRIPTED_MODEL
+            provider = f'{{name="scripted", base_url="{endpoint}/v1", env_key="CODEX_API_KEY", wire_api="responses"}}'
+            argv += ["-c", "model_provider=scripted", "-c", f"model_providers.scripted={provider}"]
         argv += ["-m", model] if model else []
         argv += [prompt]
-        keys = _keys(environ, ("CODEX_API_KEY", "OPENAI_API_KEY"), missing)
+        keys = _keys(environ, ("CODEX_API_KEY", "OPENAI_API_KEY"), missing, endpoint)
         extra = {}
     elif agent == "mini-swe-agent":
+        model = model or (f"openai/{SCRIPTED_MODEL}" if endpoint else "")
         if not model:
             raise CannotStart("mini-swe-agent needs --model, e.g. anthropic/claude-sonnet-4-5")
         provider = model.split("/", 1)[0]
         if provider not in MINI_KEY_BY_PROVIDER:
             known = ", ".join(MINI_KEY_BY_PROVIDER)
             raise CannotStart(f"mini-swe-agent model {model!r}: provider {provider!r} is not one of {known}")
-        argv = ["mini", "-y", "--exit-immediately", "-m", model, "-t", prompt]
+        argv = [cli, "-y", "--exit-immediately", "-m", model, "-t", prompt]
         argv += ["-o", str(run_dir / TRAJECTORY_FILE), "-c", "mini.yaml"]
         argv += ["-c", f"environment.timeout={MINI_COMMAND_TIMEOUT_S}", "-c", f"environment.cwd={workspace}"]
-        keys = _keys(environ, (MINI_KEY_BY_PROVIDER[provider],), missing)
-        extra = {"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"}
+        keys = _keys(environ, (MINI_KEY_BY_PROVIDER[provider],), missing, endpoint)
+        # litellm fetches its model price list from the network at import unless told to use its own copy.
+        extra = {
+            "MSWEA_CONFIGURED": "true",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+        extra |= {"OPENAI_BASE_URL": f"{endpoint}/v1"} if endpoint else {}
     elif agent == "gold":
         if not task.gold_script(framework).is_file():
             raise CannotStart(f"task {task.id} has no gold for {framework}: {task.gold_unrunnable(framework)}")
@@ -107,10 +138,33 @@ def make_launch(
     else:
         raise ValueError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
     if shutil.which(argv[0], path=environ.get("PATH")) is None:
-        missing.insert(0, f"command {argv[0]!r} is not on PATH (see ate_bench/README.md to install it)")
+        missing.insert(0, f"command {argv[0]!r} is not on PATH and `make agents` has not installed it")
     if missing:
         raise CannotStart(f"{agent}: " + "; and ".join(missing))
-    return AgentLaunch(argv=argv, env={**extra, **keys}, secret_names=sorted(keys))
+    secrets = [] if endpoint else sorted(keys)
+    return AgentLaunch(argv=argv, env={**extra, **keys}, secret_names=secrets, cli_version=cli_version)
+
+
+def installed_cli(agent: str) -> tuple[str, str]:
+    """(command, version) of the agent's CLI: the pinned copy `make agents` installed under .agents/, else the
+    bare name, looked up on PATH, whose version then comes from the transcript alone ("" here)."""
+    npm = AGENTS_DIR / "npm" / "node_modules"
+    if agent == "claude-code":
+        name, package = "claude", npm / "@anthropic-ai" / "claude-code" / "package.json"
+    elif agent == "codex":
+        name, package = "codex", npm / "@openai" / "codex" / "package.json"
+    elif agent == "mini-swe-agent":
+        dist = sorted(AGENTS_DIR.glob("mini/lib/python*/site-packages/mini_swe_agent-*.dist-info"))
+        cli = AGENTS_DIR / "mini" / "bin" / "mini"
+        if dist and cli.is_file():
+            return str(cli), dist[0].name.removeprefix("mini_swe_agent-").removesuffix(".dist-info")
+        return "mini", ""
+    else:
+        return "", ""
+    cli = npm / ".bin" / name
+    if package.is_file() and cli.is_file():
+        return str(cli), json.loads(package.read_text())["version"]
+    return name, ""
 
 
 def script_launch(script: Path, profile: str) -> AgentLaunch:
@@ -119,8 +173,11 @@ def script_launch(script: Path, profile: str) -> AgentLaunch:
     return AgentLaunch(argv=["bash", str(script)], env=env, secret_names=[])
 
 
-def _keys(environ: dict[str, str], names: tuple[str, ...], missing: list[str]) -> dict[str, str]:
-    """The agent's own credential variables that are set; at least one must be (else noted in `missing`)."""
+def _keys(environ: dict[str, str], names: tuple[str, ...], missing: list[str], endpoint: str) -> dict[str, str]:
+    """The agent's own credential variables that are set; at least one must be (else noted in `missing`).
+    With a scripted endpoint, the first name holds a placeholder and nothing of the caller's is passed."""
+    if endpoint:
+        return {names[0]: SCRIPTED_KEY}
     found = {n: environ[n] for n in names if environ.get(n)}
     if not found:
         missing.append(f"no credentials: set one of {', '.join(names)}")

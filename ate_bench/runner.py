@@ -6,6 +6,7 @@ repository: Claude Code reads CLAUDE.md files in every parent of its working dir
 re-run a checker on it.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -23,12 +24,19 @@ from pathlib import Path
 
 from ate_bench import agents
 from ate_bench.gpu import GpuSampler, SampleSource, gpu_inventory, nvidia_smi_source
-from ate_bench.metrics import METRIC_COLUMNS, compute_metrics
-from ate_bench.procs import make_tree_predicate, run_process_tree
+from ate_bench.metrics import METRIC_COLUMNS, Metrics, compute_metrics
+from ate_bench.procs import ProcessResult, make_tree_predicate, run_process_tree
+from ate_bench.scripted_endpoint import ScriptedEndpoint, load_trajectory, parse_trajectory
 from ate_bench.tasks import TaskSpec
+from ate_bench.trajectories import gold_trajectory
 from ate_bench.workspace import DEFAULT_CACHE_DIR, materialize, workspace_diff
 
 RECORD_SCHEMA = "ate-bench-run-1"
+PIPELINE_CHECK = "pipeline-check"
+PIPELINE_CHECK_LABEL = "pipeline check: scripted model, not an agent result"
+REQUESTS_FILE = "requests.jsonl"
+SCRIPTED_TRAJECTORY_FILE = "scripted_trajectory.json"
+AGENT_STDERR_TAIL = 2000
 DEFAULT_WORK_ROOT = Path(tempfile.gettempdir()) / "ate-bench"
 # Passed to the agent and the checker by name; nothing else from the caller's environment is.
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES")
@@ -55,6 +63,9 @@ class RunOptions:
     profile: str = ""
     """The task's profile ("" for a task without profiles; see TaskSpec.check_profile)."""
     gpu_source: SampleSource = nvidia_smi_source
+    scripted: str = ""
+    """A pipeline check, not an agent result: the agent talks to a scripted endpoint (scripted_endpoint.py)
+    replaying this trajectory file, or "gold" for the trajectory made from the task's gold (trajectories.py)."""
 
 
 @dataclass
@@ -220,12 +231,15 @@ def run_once(opts: RunOptions) -> Path:
         what = f"profile {profile!r}" if profile else f"task {task.id}"
         raise agents.CannotStart(f"{what} needs {need} GPU(s); this machine has {have}")
     caller_env = dict(os.environ)
-    launch = agents.make_launch(
-        opts.agent, task, opts.framework, prompt, work / "workspace", run_dir, opts.model, caller_env, profile
-    )
+    turns = load_trajectory(Path(opts.scripted)) if opts.scripted not in ("", "gold") else []
+    endpoint = ScriptedEndpoint(turns, work / "workspace", run_dir / REQUESTS_FILE) if opts.scripted else None
 
     # Phase 2: a fresh workspace, the agent's own HOME and TMPDIR (no user-level instruction files).
     try:
+        launch = agents.make_launch(
+            opts.agent, task, opts.framework, prompt, work / "workspace", run_dir, opts.model, caller_env, profile,
+            endpoint=endpoint.base_url if endpoint else "",
+        )  # fmt: skip
         ws = materialize(
             opts.framework,
             work / "workspace",
@@ -234,8 +248,12 @@ def run_once(opts: RunOptions) -> Path:
             prepare_dir=task.prepare_dir(opts.framework, profile),
             cache_dir=opts.cache_dir,
         )
+        if opts.scripted == "gold":
+            endpoint.model.turns = parse_trajectory(gold_trajectory(task, opts.framework, profile, ws.path), "gold")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        if endpoint:
+            endpoint.close()
         raise
     home, tmp = work / "home", work / "tmp"
     for d in (home, tmp, run_dir):
@@ -256,9 +274,10 @@ def run_once(opts: RunOptions) -> Path:
             stream.write(json.dumps({"t": t, "line": line}) + "\n")
             stream.flush()
 
-        proc = run_process_tree(
-            launch.argv, ws.path, env, time_limit_s, on_line, run_dir / "agent.stderr", on_start=on_start
-        )
+        with endpoint or contextlib.nullcontext():
+            proc = run_process_tree(
+                launch.argv, ws.path, env, time_limit_s, on_line, run_dir / "agent.stderr", on_start=on_start
+            )
     gpu = sampler.stop()
 
     # Phase 4: transcript -> metrics; diff (before the checker, which may write); checker.
@@ -286,6 +305,7 @@ def run_once(opts: RunOptions) -> Path:
         notes.append(f"read-only task, but the workspace changed: {', '.join(changed[:20])}")
     if proc.timed_out:
         notes.append(f"agent ran past the {time_limit_s:.0f} s limit; its process tree was killed")
+    agent_error = _agent_error(opts.agent, proc, metrics, run_dir / "agent.stderr")
 
     record = {
         "schema": RECORD_SCHEMA,
@@ -313,8 +333,9 @@ def run_once(opts: RunOptions) -> Path:
         },
         "agent": {
             "name": opts.agent,
-            "kind": "harness-validation" if opts.agent in agents.HARNESS_AGENTS else "agent",
-            "version": (transcript.agent_version if transcript else "") or "unknown",
+            "kind": _agent_kind(opts),
+            "version": (transcript.agent_version if transcript else "") or launch.cli_version or "unknown",
+            "cli_version": launch.cli_version,
             "model": (transcript.model if transcript else "") or opts.model or "default",
             "argv": [a if a != prompt else "<instruction.md>" for a in launch.argv],
             "secrets_passed": launch.secret_names,
@@ -325,6 +346,8 @@ def run_once(opts: RunOptions) -> Path:
         "script_logs": logs,
         "verdict": verdict_record(verdict),
         "exit": {"returncode": proc.returncode, "timed_out": proc.timed_out, "time_limit_s": time_limit_s},
+        "agent_error": agent_error,
+        "scripted": _scripted_record(opts.scripted, endpoint, run_dir),
         "notes": notes,
         "workspace": str(ws.path),
         "workspace_diff": diff,
@@ -337,6 +360,43 @@ def run_once(opts: RunOptions) -> Path:
     path = run_dir / "record.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
+
+
+def _agent_kind(opts: RunOptions) -> str:
+    if opts.agent in agents.HARNESS_AGENTS:
+        return "harness-validation"
+    elif opts.scripted:
+        return PIPELINE_CHECK
+    else:
+        return "agent"
+
+
+def _agent_error(agent: str, proc: ProcessResult, metrics: Metrics | None, stderr: Path) -> dict | None:
+    """An agent that did not work as an agent: it exited non-zero (not killed at the limit) or made no model
+    call. Its FAIL is then not an answer's, and `run` and `report` say so apart. None when it ran."""
+    if agent in agents.HARNESS_AGENTS or proc.timed_out:
+        return None
+    reasons = [f"exited {proc.returncode}"] if proc.returncode != 0 else []
+    reasons += ["made no model call"] if metrics is None or metrics.agent_turns == 0 else []
+    if not reasons:
+        return None
+    tail = stderr.read_text(errors="replace").strip()[-AGENT_STDERR_TAIL:] if stderr.is_file() else ""
+    return {"reasons": reasons, "stderr_tail": tail}
+
+
+def _scripted_record(scripted: str, endpoint: ScriptedEndpoint | None, run_dir: Path) -> dict | None:
+    if endpoint is None:
+        return None
+    turns = [{"action": t.action, "text": t.text, "usage": t.usage} for t in endpoint.model.turns]
+    (run_dir / SCRIPTED_TRAJECTORY_FILE).write_text(json.dumps({"turns": turns}, indent=1) + "\n")
+    source = "gold" if scripted == "gold" else str(Path(scripted).resolve())
+    return {
+        "label": PIPELINE_CHECK_LABEL,
+        "trajectory": source,
+        "trajectory_file": SCRIPTED_TRAJECTORY_FILE,
+        "requests": REQUESTS_FILE,
+        **endpoint.model.summary(),
+    }
 
 
 def _transcript_name(agent: str) -> str:
@@ -390,6 +450,7 @@ def report(records: list[dict]) -> str:
     for kind, title in (
         ("agent", "Agent results"),
         ("harness-validation", "Harness validation (gold/noop: not agent results)"),
+        (PIPELINE_CHECK, f"Pipeline check ({PIPELINE_CHECK_LABEL})"),
     ):
         rows = []
         for key, recs in sorted(groups.items()):
@@ -400,6 +461,9 @@ def report(records: list[dict]) -> str:
             passed = f"{statuses.count('PASS')}/{len(recs)}"
             if statuses.count("ERROR"):
                 passed += f" ({statuses.count('ERROR')} checker error)"
+            agent_errors = sum(1 for r in recs if r.get("agent_error"))
+            if agent_errors:
+                passed += f" ({agent_errors} agent did not run: exited non-zero or made no model call)"
             cells = [k or "-" for k in key[1:]] + [str(len(recs)), passed]
             for metric, _, fmt in METRIC_COLUMNS:
                 values = [m[metric] for m in measured]
