@@ -50,6 +50,7 @@ STREAM_FILE = "stream.jsonl"
 ROLLOUT_FILE = "rollout.jsonl"
 TRAJECTORY_FILE = "trajectory.json"
 FINAL_MESSAGE_FILE = "final_message.md"
+CLAUDE_SESSION_FILE = "claude_session.jsonl"
 
 
 class CannotStart(RuntimeError):
@@ -185,11 +186,16 @@ def _keys(environ: dict[str, str], names: tuple[str, ...], missing: list[str], e
 
 
 def collect_transcript(agent: str, home: Path, run_dir: Path) -> None:
-    """Copy transcripts the agent wrote outside the run directory into it (Codex's session rollout)."""
+    """Copy transcripts the agent wrote outside the run directory into it (Codex's session rollout, Claude
+    Code's session file)."""
     if agent == "codex":
         rollouts = sorted((home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
         if rollouts:
             shutil.copy(rollouts[-1], run_dir / ROLLOUT_FILE)
+    elif agent == "claude-code":
+        sessions = sorted((home / ".claude" / "projects").glob("*/*.jsonl"), key=lambda p: p.stat().st_mtime)
+        if sessions:
+            shutil.copy(sessions[-1], run_dir / CLAUDE_SESSION_FILE)
 
 
 def read_stream(path: Path) -> list[tuple[float, dict]]:
@@ -210,7 +216,9 @@ def read_stream(path: Path) -> list[tuple[float, dict]]:
 def parse_transcript(agent: str, run_dir: Path) -> Transcript:
     stream = read_stream(run_dir / STREAM_FILE) if (run_dir / STREAM_FILE).is_file() else []
     if agent == "claude-code":
-        return parse_claude_stream(stream)
+        session = run_dir / CLAUDE_SESSION_FILE
+        lines = session.read_text().splitlines() if session.is_file() else []
+        return parse_claude_stream(stream, claude_session_outputs([json.loads(x) for x in lines if x.strip()]))
     elif agent == "codex":
         rollout = run_dir / ROLLOUT_FILE
         if not rollout.is_file():
@@ -236,7 +244,22 @@ def _close_open_tools(
         notes.append(f"{len(open_tools)} tool call(s) had no result; they end at the transcript's last event")
 
 
-def parse_claude_stream(stream: list[tuple[float, dict]]) -> Transcript:
+def claude_session_outputs(session: list[dict]) -> dict[str, int]:
+    """message id -> output tokens, from Claude Code's session file (~/.claude/projects/<cwd>/<id>.jsonl).
+
+    Its stream-json repeats each message's usage as the response began (output_tokens 1, say); the session
+    file has the final count. Only a run killed before its `result` event needs them.
+    """
+    out = {}
+    for line in session:
+        msg = line.get("message") if line.get("type") == "assistant" else None
+        if isinstance(msg, dict) and "id" in msg:
+            out[msg["id"]] = max(out.get(msg["id"], 0), msg.get("usage", {}).get("output_tokens", 0))
+    return out
+
+
+def parse_claude_stream(stream: list[tuple[float, dict]], session_outputs: dict[str, int] | None = None) -> Transcript:
+    outputs = session_outputs or {}
     calls: dict[str, ModelCall] = {}
     open_tools: dict[str, tuple[str, float]] = {}
     spans: list[ToolSpan] = []
@@ -257,7 +280,7 @@ def parse_claude_stream(stream: list[tuple[float, dict]]) -> Transcript:
                     cached_tokens=usage.get("cache_read_input_tokens", 0),
                     output_tokens=usage.get("output_tokens", 0),
                 )
-            call.output_tokens = max(call.output_tokens, usage.get("output_tokens", 0))
+            call.output_tokens = max(call.output_tokens, usage.get("output_tokens", 0), outputs.get(msg["id"], 0))
             for block in msg.get("content", []):
                 if block.get("type") == "tool_use":
                     call.tool_calls.append(block["name"])
@@ -275,7 +298,8 @@ def parse_claude_stream(stream: list[tuple[float, dict]]) -> Transcript:
     _close_open_tools(open_tools, spans, times, notes)
     if output_total is None:
         output_total = sum(c.output_tokens for c in calls.values())
-        notes.append("no result event (run killed?): output tokens summed over calls")
+        where = "the session file's final counts" if outputs else "stream-json, which has each response's first count"
+        notes.append(f"no result event (run killed?): output tokens summed over calls ({where})")
     return Transcript(list(calls.values()), spans, times, output_total, model, final, notes, version)
 
 
