@@ -3,8 +3,9 @@
 - Q&A: read every file the gold answer cites, then the gold answer. The answer is the gold script's output in
   this workspace, so it follows the task's gold and its answer format, never a copy of it.
 - operate and feature: write the gold folder's files into the agent's TMPDIR (one shell turn, the files in
-  here-documents: the gold folder itself is outside the workspace), run the gold there, then (feature) the
-  provided verify.sh, then read the newest provided-script log, then a short final message.
+  here-documents: the gold folder itself is outside the workspace), run the gold there, then (feature) call
+  the new op wrongly (a traceback) and run the provided verify.sh, then read the newest provided-script log,
+  then a short final message.
 
 The usage each turn reports grows with the turn, as a real session's context does; the numbers are only
 checked against what the harness measures, never read as an agent's.
@@ -21,6 +22,14 @@ from ate_bench.tasks import TaskSpec
 CITATION = re.compile(r"(?P<path>[A-Za-z0-9_./-]+\.[A-Za-z0-9_]+):(?P<start>\d+)(?:-(?P<end>\d+))?")
 GOLD_FILE_END = "ATE_SCRIPTED_GOLD_FILE_END"
 NEWEST_LOG = 'cat "$(ls -t artifacts/*.log | head -n 1)"'
+# A feature's op (artifacts/feature.json names it) called with None for every required argument: a Python
+# traceback whose innermost frame lies in the file the gold changed, for the failure-locality analysis to read.
+PROVOKE_TRACEBACK = (
+    "python3 -c 'import importlib, inspect, json\n"
+    'module, name = json.load(open("artifacts/feature.json"))["op"].split(":")\n'
+    "op = getattr(importlib.import_module(module), name)\n"
+    "op(*[None for p in inspect.signature(op).parameters.values() if p.default is p.empty])'"
+)
 
 
 def turn_usage(i: int) -> dict[str, int]:
@@ -39,7 +48,7 @@ def gold_trajectory(task: TaskSpec, framework: str, profile: str, workspace: Pat
     elif task.category in ("operate", "feature"):
         actions = [{"shell": _write_gold_files(gold.parent)}]
         actions += [{"shell": f'GOLD_DIR="$TMPDIR/gold" ATE_PROFILE={profile} bash "$TMPDIR/gold/{gold.name}"'}]
-        actions += [{"shell": "bash verify.sh"}] if task.category == "feature" else []
+        actions += [{"shell": PROVOKE_TRACEBACK}, {"shell": "bash verify.sh"}] if task.category == "feature" else []
         actions += [{"shell": NEWEST_LOG}, {"final": f"Done: the gold of {task.id} ran, and its log is above."}]
     else:
         raise ValueError(f"task {task.id}: no gold trajectory for category {task.category!r}")

@@ -80,7 +80,7 @@ def build(b: Build) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    runs, run_paths = load_runs(b.results)
+    runs, run_paths = load_runs(b.results, b.run_kind)
     tasks = load_tasks(b.tasks)
     costs, cost_paths = load_costs(b.results)
     table = task_rows(b, tasks, runs)

@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from ate_bench import runner
-from ate_bench.agents import installed_cli
+from ate_bench.agents import STREAM_FILE, installed_cli
 from ate_bench.gpu import GpuReading
 from ate_bench.runner import RunOptions, run_once
 from ate_bench.tasks import load_tasks
 from ate_bench.workspace import REPO_ROOT
+from paper.rebuild.moba import parse_run
 
 AGENTS = ["claude-code", "codex", "mini-swe-agent"]
 # mini-swe-agent imports litellm before its first call: 4 s of CPU, 15-30 s of wall clock on a busy 2-core machine.
@@ -210,3 +211,10 @@ def test_feature_gold_trajectory_applies_the_patch_and_passes(agent, tmp_path):
     _check_measured_equals_served(rec, run_dir, t0, t1)
     assert "pithtrain/models/deepseek_v2.py" in rec["changed_paths"]
     assert [r["script"] for r in rec["script_logs"]["runs"]] == ["verify"]
+    if agent == "claude-code":  # the MoBA case study reads Claude Code's transcript: per-turn tokens, tracebacks
+        turns, tracebacks = parse_run(run_dir / STREAM_FILE, rec["workspace"])
+        served = json.loads((run_dir / runner.SCRIPTED_TRAJECTORY_FILE).read_text())["turns"]
+        assert [t["output_tokens"] for t in turns] == [t["usage"]["output"] for t in served]
+        assert [t["kind"] for t in turns] == ["run", "run", "run", "run", "explore", "other"]
+        # The trajectory's wrong call of the new op: a traceback whose innermost workspace frame is MoBA's file.
+        assert [tb["innermost"] for tb in tracebacks] == ["pithtrain/models/deepseek_v2.py"]
