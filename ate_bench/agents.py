@@ -102,6 +102,9 @@ def make_launch(
         argv = [cli, "exec", "--json", "-C", str(workspace), "--skip-git-repo-check"]
         argv += ["--output-last-message", str(run_dir / FINAL_MESSAGE_FILE)]
         argv += ["--sandbox", "read-only"] if read_only else ["--dangerously-bypass-approvals-and-sandbox"]
+        # Its commands run in a login shell by default, and /etc/profile resets PATH: the harness's PATH (the
+        # environment with torch) was lost and `python` not found (observed with 0.171.0 on operate-02).
+        argv += ["-c", "allow_login_shell=false"]
         if endpoint:
             # Codex reads no base-URL variable (OPENAI_BASE_URL is ignored by 0.171.0): a provider entry does it.
             model = model or SCRIPTED_MODEL

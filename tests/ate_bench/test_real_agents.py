@@ -8,6 +8,7 @@ skips its tests with that reason; nothing here is reported as passed without the
 
 import json
 import os
+import re
 import secrets
 import statistics
 import time
@@ -101,6 +102,22 @@ def test_no_skills_removes_the_skills_from_what_the_agent_sees(agent, tmp_path):
     assert any(seen[True]) and not any(seen[False])
     if agent != "mini-swe-agent":  # mini-swe-agent reads no AGENTS.md or skill folder on its own
         assert seen[True][0]
+
+
+@pytest.mark.parametrize("agent", AGENTS_MINI_SLOW)
+def test_the_agents_shell_keeps_the_callers_path(agent, tmp_path, monkeypatch):
+    """Codex ran its commands in a login shell, whose /etc/profile reset PATH: the caller's environment (the
+    one with torch) was lost and the operate gold's `python` was not found."""
+    _require(agent)
+    marker = tmp_path / "marker-bin"
+    marker.mkdir()
+    monkeypatch.setenv("PATH", f"{marker}:{os.environ['PATH']}")
+    rec, run_dir, _, _ = _run(agent, "qa-01", tmp_path, scripted=str(TRAJECTORIES / "print-path.json"))
+    bodies = "\n".join(json.dumps(r["body"]) for r in _requests(run_dir) if r["kind"] == "turn")
+    paths = [p.split("\\")[0].split(":") for p in re.findall(r"PATH seen by the shell: (/[^\"]*)", bodies)]
+    assert paths, "the command's output never reached the model"
+    # The agent may put its own tool folders in front (Codex does); the caller's order stays.
+    assert all(str(marker) in p and p.index(str(marker)) < p.index("/usr/bin") for p in paths), paths
 
 
 def _left_in(work: Path) -> list[str]:
