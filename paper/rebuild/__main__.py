@@ -27,7 +27,7 @@ RESULTS = (
     (2, "Throughput", throughput, "1-2 H200 for the local configs; several 8-GPU nodes and SLURM for the paper's five",
      "nox -s throughput -- --config NAME (GPU); on CPU: python benchmarks/throughput.py --smoke", "smoke: 1-2 min"),
     (3, "ATE-Bench per task", ate, "an agent key (ANTHROPIC_API_KEY); GPUs for operate/feature tasks beyond smoke",
-     "nox -s ate -- --agent claude-code --repeat 3", "hours (agent runs)"),
+     "nox -s ate -- --agent claude-code --repeat 3 (no key: --scripted, a pipeline check)", "hours (agent runs)"),
     (4, "Skills ablation", ablation, "an agent key", "nox -s ablation", "hours (agent runs)"),
     (5, "MoBA case study", moba, "an agent key; the MoBA task's transcripts", "nox -s moba", "hours (agent runs)"),
     (6, "Checker validation matrix and agent-free costs", validation, "CPU (smoke profile); GPUs for gpu1",
