@@ -88,6 +88,7 @@ def make_launch(
     missing: list[str] = []  # a missing CLI and missing credentials are both said at once
     cli, cli_version = installed_cli(agent)
     if agent == "claude-code":
+        model = model or (SCRIPTED_MODEL if endpoint else "")
         argv = [cli, "-p", prompt, "--output-format", "stream-json", "--verbose"]
         argv += ["--permission-mode", "bypassPermissions"]
         argv += ["--disallowedTools", CLAUDE_EDIT_TOOLS] if read_only else []

@@ -450,7 +450,7 @@ def report(records: list[dict]) -> str:
     for kind, title in (
         ("agent", "Agent results"),
         ("harness-validation", "Harness validation (gold/noop: not agent results)"),
-        (PIPELINE_CHECK, f"Pipeline check ({PIPELINE_CHECK_LABEL})"),
+        (PIPELINE_CHECK, PIPELINE_CHECK_LABEL[0].upper() + PIPELINE_CHECK_LABEL[1:]),
     ):
         rows = []
         for key, recs in sorted(groups.items()):

@@ -183,6 +183,7 @@ def test_an_agent_that_cannot_start_is_recorded_apart_from_a_fail(tmp_path, monk
     assert rec["verdict"]["status"] == "FAIL" and rec["scripted"]["turns_served"] == 0
     report = runner.report([rec])
     assert "1 agent did not run" in report
+    assert report.startswith("## Pipeline check: scripted model") and "Agent results" not in report
 
 
 class _TrainingHoldsAGpu:
