@@ -68,6 +68,15 @@ def _source_options(p: argparse.ArgumentParser, default: str = "auto") -> None:
     )
 
 
+def _sandbox_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run agents and checkers without the sandbox (ate_bench/sandbox.py) where it cannot be made; "
+        "the record says so",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ate_bench",
@@ -103,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="model passed to the agent CLI (required for mini-swe-agent, e.g. anthropic/claude-sonnet-4-5)",
     )
-    run.add_argument("--repeat", type=int, default=1, help="independent runs, each on a fresh workspace (the paper: 3)")
+    run.add_argument(
+        "--repeat", type=int, default=1, help="independent runs (>= 1), each on a fresh workspace (the paper: 3)"
+    )
     run.add_argument(
         "--no-skills",
         action="store_true",
@@ -128,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="pass one more environment variable to the agent (recorded by name)",
     )
+    _sandbox_option(run)
 
     add("list", "list tasks, frameworks and agents")
 
@@ -138,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--workspace", type=Path, help="(without --record)")
     check.add_argument("--profile", choices=list(PROFILE_GPUS), help="(without --record; default: the task's first)")
     check.add_argument("--answer", type=Path, help="the agent's final message (Q&A); default: an empty file")
+    _sandbox_option(check)
 
     add("report", "medians over repeats as a Markdown table, from the run records in --results-dir")
 
@@ -147,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--profiles", nargs="+", choices=list(PROFILE_GPUS), default=list(PROFILE_GPUS))
     val.add_argument("--out", type=Path, help="where the record goes (default: <results-dir>/validation)")
     _source_options(val, default="pypi")  # the trees the keys and the literal gold citations are written against
+    _sandbox_option(val)
 
     cost = add("cost", "agent-free cost of each Q&A task: cited lines and bytes, term files, import hops")
     cost.add_argument("--tasks", nargs="+", default=["qa-*"], metavar="GLOB", help="task ids or globs")
@@ -157,6 +171,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        raise ValueError(f"--repeat {args.repeat} is not allowed: give the number of runs, at least 1")
     task = find_task(args.tasks_dir, args.task)
     statuses = []
     for i in range(args.repeat):
@@ -173,6 +189,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             time_limit_s=args.time_limit_s,
             pass_env=tuple(args.pass_env),
             profile=args.profile or "",
+            sandbox=not args.no_sandbox,
             scripted=str(args.scripted or ""),
         )
         path = run_once(opts)
@@ -239,10 +256,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if answer is None:
         answer = log_dir / "empty_answer.md"
         answer.write_text("")
-    verdict = run_checker(task, framework, workspace, answer, log_dir, profile)
+    verdict = run_checker(task, framework, workspace, answer, log_dir, profile, not args.no_sandbox)
     print(verdict.line())
     print(f"  checker output: {log_dir / 'check.log'}")
     return VERDICT_EXIT[verdict.status]
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    """The table from every good record; a bad record.json is named (one line each), and exits 2."""
+    records, bad = load_records(args.results_dir)
+    print(report(records), end="")
+    for line in bad:
+        print(f"ate_bench: {line}", file=sys.stderr)
+    return 2 if bad else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "check":
             return _cmd_check(args)
         elif args.command == "report":
-            print(report(load_records(args.results_dir)), end="")
-            return 0
+            return _cmd_report(args)
         elif args.command == "validate":
             return run_validate(args, ["python -m ate_bench", *(sys.argv[1:] if argv is None else argv)])
         elif args.command == "cost":

@@ -19,7 +19,7 @@ line, stamped on arrival (Claude Code's stream-json carries no timestamps). Tran
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -65,6 +65,8 @@ class AgentLaunch:
     secret_names: list[str]
     cli_version: str = ""
     """The pinned CLI's version as installed under .agents/ ("" for a CLI found on PATH, or gold/noop)."""
+    readable: list[Path] = field(default_factory=list)
+    """What the CLI needs to read inside the sandbox, which hides this checkout: its install under .agents/."""
 
 
 def make_launch(
@@ -78,11 +80,13 @@ def make_launch(
     environ: dict[str, str],
     profile: str = "",
     endpoint: str = "",
+    in_sandbox: bool = True,
 ) -> AgentLaunch:
     """The command line for `agent`; raises CannotStart (naming every missing piece) where it could not start.
 
     `endpoint`: the base URL of a scripted model endpoint (scripted_endpoint.py). The agent is pointed at it
-    with a placeholder key, and the caller's credentials are not passed at all.
+    with a placeholder key, and the caller's credentials are not passed at all. `in_sandbox`: the agent runs
+    in the harness's sandbox (sandbox.py), where Codex cannot build its own.
     """
     read_only = task.tools == "read-only"
     missing: list[str] = []  # a missing CLI and missing credentials are both said at once
@@ -102,7 +106,11 @@ def make_launch(
     elif agent == "codex":
         argv = [cli, "exec", "--json", "-C", str(workspace), "--skip-git-repo-check"]
         argv += ["--output-last-message", str(run_dir / FINAL_MESSAGE_FILE)]
-        argv += ["--sandbox", "read-only"] if read_only else ["--dangerously-bypass-approvals-and-sandbox"]
+        # Codex's own read-only sandbox (bubblewrap) cannot be built inside the harness's: every command then
+        # failed with "error building bubblewrap command: Read-only file system" (0.171.0). There, as for
+        # mini-swe-agent, an edit of a read-only workspace is a FAIL the harness gives.
+        own_sandbox = read_only and not in_sandbox
+        argv += ["--sandbox", "read-only"] if own_sandbox else ["--dangerously-bypass-approvals-and-sandbox"]
         # Its commands run in a login shell by default, and /etc/profile resets PATH: the harness's PATH (the
         # environment with torch) was lost and `python` not found (observed with 0.171.0 on operate-02).
         argv += ["-c", "allow_login_shell=false"]
@@ -147,7 +155,8 @@ def make_launch(
     if missing:
         raise CannotStart(f"{agent}: " + "; and ".join(missing))
     secrets = [] if endpoint else sorted(keys)
-    return AgentLaunch(argv=argv, env={**extra, **keys}, secret_names=secrets, cli_version=cli_version)
+    readable = [AGENTS_DIR / ("mini" if agent == "mini-swe-agent" else "npm")] if cli_version else []
+    return AgentLaunch(argv, {**extra, **keys}, secrets, cli_version, readable)
 
 
 def installed_cli(agent: str) -> tuple[str, str]:

@@ -1,9 +1,10 @@
 """`python -m ate_bench cost`: an agent-free cost for every Q&A task and framework, from key.toml alone.
 
 For each task's key (notes: tasks/qa/qa_check.py reads the same file) and each framework's workspace:
-- the files the key's facts name (each fact's `file`, a path or fnmatch glob; for a glob, the matching
-  file nearest the entry point, then the shortest, since any one of them establishes the fact): their
-  lines and bytes, what a correct answer must at least read;
+- the files the key's citation slots accept (each slot's `at` files, paths or fnmatch globs; of the
+  matching files the one nearest the entry point, then the shortest, since any one of them establishes
+  the slot; the record keeps the old field names `facts`, `unmatched_facts`): their lines and bytes, what
+  a correct answer must at least read;
 - how many of the framework's source files (SOURCE_SUFFIXES) match the key's `term` regex
   (case-insensitive), what an agent must sift to find them;
 - import hops from the framework's training entry point (frameworks.py) to each cited file, over
@@ -92,7 +93,8 @@ def hops_from(entry: str, graph: dict[str, set[str]]) -> dict[str, int]:
 
 
 def read_key(task: TaskSpec, framework: str) -> tuple[re.Pattern, list[dict]]:
-    """The `term` and the facts' names and files of one framework's table; TaskError names what is wrong."""
+    """The `term` and the citation slots ({"name", "files": [glob, ...]}) of one framework's table (a slot table
+    with an `at` list of {file, pattern}; choice slots name no file); TaskError names what is wrong."""
     path = task.key_file
     if not path.is_file():
         raise TaskError(f"{task.dir}: no key.toml (cost reads the Q&A answer key)")
@@ -102,9 +104,16 @@ def read_key(task: TaskSpec, framework: str) -> tuple[re.Pattern, list[dict]]:
         raise TaskError(f"{path}: not valid TOML: {e}") from e
     if not isinstance(table, dict) or not isinstance(table.get("term"), str) or not table["term"]:
         raise TaskError(f"{path}: [{framework}] needs term = '<regex>' (the question's key term)")
-    facts = table.get("facts")
-    if not isinstance(facts, list) or not all(isinstance(f, dict) and {"name", "file"} <= set(f) for f in facts):
-        raise TaskError(f"{path}: [{framework}] needs [[{framework}.facts]] tables, each with name and file")
+    facts = []
+    for name, slot in table.items():
+        if name == "term" or not isinstance(slot, dict) or "at" not in slot:
+            continue
+        at = slot["at"]
+        if not isinstance(at, list) or not all(isinstance(r, dict) and isinstance(r.get("file"), str) for r in at):
+            raise TaskError(f"{path}: [{framework}.{name}] at = {at!r}; need a list of {{ file = GLOB, pattern = RE }}")
+        facts.append({"name": name, "files": [r["file"] for r in at]})
+    if not facts:
+        raise TaskError(f"{path}: [{framework}] has no citation slot ([{framework}.<slot>] with at = [...])")
     try:
         term = re.compile(table["term"], re.IGNORECASE)
     except re.error as e:
@@ -121,12 +130,12 @@ def cost_row(task: TaskSpec, framework: str, root: Path, files: list[str], hops:
     cited: dict[str, list[str]] = {}
     unmatched, matches = [], {}
     for fact in facts:
-        matched = [f for f in files if fnmatch.fnmatchcase(f, fact["file"])]
+        matched = [f for f in files if any(fnmatch.fnmatchcase(f, glob) for glob in fact["files"])]
         matches[fact["name"]] = len(matched)
         if not matched:
-            unmatched.append(f"{fact['name']}: no file matches {fact['file']}")
+            unmatched.append(f"{fact['name']}: no file matches {' | '.join(fact['files'])}")
             continue
-        # Any one file of a glob establishes the fact: the floor counts the nearest (hops, then lines).
+        # Any one accepted file establishes the slot: the floor counts the nearest (hops, then lines).
         best = min(matched, key=lambda f: (hops.get(f, math.inf), _lines((root / f).read_bytes()), f))
         cited.setdefault(best, []).append(fact["name"])
     entries = []

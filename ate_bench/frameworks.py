@@ -71,7 +71,7 @@ FRAMEWORKS: dict[str, FrameworkSource] = {
     "torchtitan": FrameworkSource(
         name="torchtitan",
         git_url="https://github.com/pytorch/torchtitan.git",
-        git_commit="d84e83d",
+        git_commit="73a0e69",  # the v0.2.2 tag: its files match the sdist's (checked on four of them)
         pypi_requirement="torchtitan==0.2.2",
         pypi_filename="torchtitan-0.2.2.tar.gz",
         pypi_sha256="f96babf03ce954dbd9078dab04eed61874c9144e23152bebca7be508de9eefd4",

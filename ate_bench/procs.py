@@ -153,10 +153,12 @@ def run_process_tree(
         # the validation matrix runs hundreds of short checkers and would wait on each.
         exited = threading.Event()
         threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
-        timed_out = not exited.wait(timeout=time_limit_s)
-        end = time.time()
-        # Also on a clean exit: a training run the agent left in the background must not outlive it.
-        kill_tree(proc.pid)
-        proc.wait()
+        try:
+            timed_out = not exited.wait(timeout=time_limit_s)
+        finally:  # Ctrl-C of the harness (KeyboardInterrupt) ends the agent too, never leaves it running
+            end = time.time()
+            # Also on a clean exit: a training run the agent left in the background must not outlive it.
+            kill_tree(proc.pid)
+            proc.wait()
         reader.join(timeout=5.0)
     return ProcessResult(returncode=proc.returncode, timed_out=timed_out, start=start, end=end)

@@ -239,7 +239,7 @@ def load_task(task_dir: Path) -> TaskSpec:
 def _peek_id(toml: Path) -> object:
     try:
         return tomllib.loads(toml.read_text()).get("id")
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
         return None
 
 
@@ -267,7 +267,16 @@ def task_ids(tasks_dir: Path) -> list[str]:
 
 
 def find_task(tasks_dir: Path, task_id: str) -> TaskSpec:
-    tasks = load_tasks(tasks_dir)
-    if task_id not in tasks:
-        raise TaskError(f"no task {task_id!r} in {tasks_dir}; known: {', '.join(tasks) or '(none)'}")
-    return tasks[task_id]
+    """The task `task_id`, loaded alone: a broken task elsewhere does not stop a run of this one."""
+    if not tasks_dir.is_dir():
+        raise TaskError(f"tasks directory {tasks_dir} does not exist")
+    tomls = sorted(tasks_dir.glob("*/*/task.toml"))
+    found = [t for t in tomls if _peek_id(t) == task_id]
+    if len(found) > 1:
+        raise TaskError(f"task id {task_id!r} is used by both {found[0].parent} and {found[1].parent}")
+    if not found:
+        unread = [str(t) for t in tomls if not isinstance(_peek_id(t), str)]
+        hint = f"; these task.toml files give no id: {', '.join(unread)}" if unread else ""
+        known = ", ".join(task_ids(tasks_dir)) or "(none)"
+        raise TaskError(f"no task {task_id!r} in {tasks_dir}; known: {known}{hint}")
+    return load_task(found[0].parent)

@@ -5,7 +5,15 @@ empty final message and an untouched workspace: must FAIL), every `wrong/<framew
 message, verbatim) and `wrong/<framework>/*.sh` (run like the gold), and the generated ones: for Q&A
 `shifted` (the gold's every cited line + 40), `stripped` (the gold without citations) and
 `other-task` (the next Q&A task's gold for the same framework); for feature tasks `other-task`. Each
-must FAIL. ERROR (the checker's own failure) is never as expected. A profile that needs more GPUs than
+must FAIL. ERROR (the checker's own failure) is never as expected.
+
+Q&A tasks also check their blind answer sets, `blind/<set>/<framework>/*.md` (tasks/qa/README.md): an answer
+its writer labelled `correct-*` must PASS and `wrong-*` must FAIL, unless `<answer>.adjudicated` says
+otherwise (its first word, `correct:` or `wrong:`, then why); and every wrong one again with the first correct
+answer's slot citations added to its own slots and to its explanation (`+cited`), which must FAIL too. The
+record's `summary.blind` holds the rates per set and framework. pithtrain's blind answers cite lines of the
+tree their writers read (tasks/qa/blind_sets.toml): where pithtrain/ or examples/ have changed since, those
+cells are "not run", with that reason. A profile that needs more GPUs than
 this machine has, or a `[unrunnable]` cell of task.toml, is "not run" with the reason: never passed.
 
 Read-only tasks share one workspace per framework per call (it is checked unchanged, by tree hash,
@@ -17,19 +25,21 @@ import fnmatch
 import json
 import re
 import shutil
+import subprocess
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ate_bench import agents
+from ate_bench import agents, sandbox
 from ate_bench.gpu import gpu_inventory
 from ate_bench.procs import run_process_tree
-from ate_bench.runner import BASE_ENV, _minimal_env, host_info, run_checker, script_logs
+from ate_bench.runner import BASE_ENV, NO_SANDBOX, _minimal_env, host_info, run_checker, script_logs
 from ate_bench.tasks import TaskError, TaskSpec, load_tasks, task_ids
-from ate_bench.workspace import Workspace, materialize, repo_state, resolve_mode, tree_sha256
+from ate_bench.workspace import REPO_ROOT, Workspace, materialize, repo_state, resolve_mode, tree_sha256
 
 SCHEMA = "ate-bench-validation-1"
 # The citation form of notes/qa_format.md, used to shift and strip a gold answer's citations.
@@ -42,7 +52,7 @@ NOT_RUN = "not run"
 class Case:
     name: str
     kind: str
-    """gold | noop | wrong-md | wrong-sh | generated"""
+    """gold | noop | wrong-md | wrong-sh | generated | blind-correct | blind-wrong | blind-cited"""
     expected: str
     message: str | None = None
     """The final message as given (noop, wrong .md); None for a script or a derived case."""
@@ -88,6 +98,114 @@ def stripped(message: str) -> str:
     return re.sub(r"`\s*`", "", CITATION.sub("", message))
 
 
+_SLOT_LINE = re.compile(
+    r"^[\s>*_`-]*(?:\d+[.)]\s+[*_`]*)?(?P<name>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)[*_`]*\s*:(?P<value>.*)$"
+)
+"""A slot line as tasks/qa/qa_check.py reads it."""
+
+
+def _final_block(message: str) -> tuple[int, int] | None:
+    """(index of the last `<final-answer>` line, index of the `</final-answer>` after it) in message's lines."""
+    lines = message.splitlines()
+    for i in reversed([i for i, line in enumerate(lines) if line.strip() == "<final-answer>"]):
+        for j in range(i + 1, len(lines)):
+            if lines[j].strip() == "</final-answer>":
+                return i, j
+    return None
+
+
+def with_right_citations(wrong: str, correct: str) -> str:
+    """`wrong` with each of `correct`'s slot citations appended to the same slot's line of `wrong` (the last
+    one, as the checker reads it) and all of them to its explanation: a wrong claim that cites the right lines."""
+    span = _final_block(correct)
+    right: dict[str, list[str]] = {}
+    for line in correct.splitlines()[span[0] + 1 : span[1]] if span else []:
+        m = _SLOT_LINE.match(line)
+        if m and CITATION.search(m["value"]):
+            right[m["name"]] = [c[0] for c in CITATION.finditer(m["value"])]
+    lines = wrong.splitlines()
+    span = _final_block(wrong)
+    if span is None or not right:
+        return wrong
+    last = {}
+    for i in range(span[0] + 1, span[1]):
+        m = _SLOT_LINE.match(lines[i])
+        if m and m["name"] in right:
+            last[m["name"]] = i
+    for name, i in last.items():
+        lines[i] = f"{lines[i].rstrip()}, {', '.join(right[name])}"
+    every = [c for cites in right.values() for c in cites]
+    lines.insert(span[0] + 1, f"The lines that show it: {', '.join(every)}.")
+    return "\n".join(lines) + "\n"
+
+
+BLIND_CITED_PATHS = ("pithtrain", "examples")
+"""Where pithtrain's blind answers cite literal lines: they hold only while these are as the writers read them."""
+
+
+def pithtrain_moved(task: TaskSpec, set_name: str) -> str:
+    """Why a set's pithtrain answers cannot be checked against this tree ("" when they can): the commit their
+    writers read (tasks/qa/blind_sets.toml) must not differ from HEAD in BLIND_CITED_PATHS."""
+    sets_file = task.dir.parent / "blind_sets.toml"
+    try:
+        commit = tomllib.loads(sets_file.read_text()).get(set_name, {}).get("pithtrain_commit")
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        return f"cannot read {sets_file}: {e}"
+    if not isinstance(commit, str):
+        return f"{sets_file} gives no pithtrain_commit for {set_name} (the commit its writers read)"
+    argv = ["git", "diff", "--quiet", commit, "HEAD", "--", *BLIND_CITED_PATHS]
+    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
+    if done.returncode == 1:
+        return f"{'/ or '.join(BLIND_CITED_PATHS)}/ differ from {commit[:12]}, the tree {set_name}'s writers read"
+    if done.returncode != 0:
+        return f"git diff {commit[:12]} HEAD failed: {done.stderr.strip()[-200:]}"
+    return ""
+
+
+def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
+    """The task's blind answers for `framework`, every set (see the module docstring)."""
+    cases = []
+    for set_dir in sorted(p for p in (task.dir / "blind").glob("*") if (p / framework).is_dir()):
+        moved = pithtrain_moved(task, set_dir.name) if framework == "pithtrain" else ""
+        answers = sorted((set_dir / framework).glob("*.md"))
+        labelled = []
+        for path in answers:
+            label, note = ("correct" if path.name.startswith("correct-") else "wrong"), ""
+            adjudicated = path.with_name(path.name + ".adjudicated")
+            if adjudicated.is_file():
+                label = adjudicated.read_text().split(":", 1)[0].strip()
+                note = f" [adjudicated {label}]"
+            labelled.append((path, label, note))
+        first_correct = next((p.read_text() for p, label, _ in labelled if label == "correct"), None)
+        for path, label, note in labelled:
+            name = f"{set_dir.name}/{path.name}{note}"
+            text = path.read_text()
+            if label == "correct":
+                cases.append(Case(name, "blind-correct", "PASS", message=text, skip=moved))
+                continue
+            cases.append(Case(name, "blind-wrong", "FAIL", message=text, skip=moved))
+            if first_correct is not None:
+                cited = f"{set_dir.name}/{path.stem}+cited.md"
+                variant = with_right_citations(text, first_correct)
+                cases.append(Case(cited, "blind-cited", "FAIL", message=variant, skip=moved))
+    return cases
+
+
+def blind_rates(cells: list["Cell"]) -> dict:
+    """{set: {framework: {correct_pass, correct, wrong_fail, wrong, cited_fail, cited}}} over the blind cells run."""
+    rates: dict = {}
+    for c in cells:
+        if not c.kind.startswith("blind-") or c.verdict == NOT_RUN:
+            continue
+        row = rates.setdefault(c.case.split("/", 1)[0], {}).setdefault(
+            c.framework, dict.fromkeys(("correct_pass", "correct", "wrong_fail", "wrong", "cited_fail", "cited"), 0)
+        )
+        kind = c.kind.removeprefix("blind-")
+        row[kind] += 1
+        row[f"{kind}_pass" if kind == "correct" else f"{kind}_fail"] += c.as_expected
+    return rates
+
+
 def _other_task(task: TaskSpec, framework: str, all_tasks: dict[str, TaskSpec]) -> TaskSpec | None:
     """The next task of the same category (by id, wrapping) that lists `framework`."""
     peers = sorted(t.id for t in all_tasks.values() if t.category == task.category and framework in t.frameworks)
@@ -104,6 +222,7 @@ def cases_for(task: TaskSpec, framework: str, profile: str, all_tasks: dict[str,
             cases.append(Case(path.name, "wrong-sh", "FAIL", script=path))
     if task.category == "qa":
         cases += [Case(name, "generated", "FAIL", derive=name) for name in ("shifted", "stripped")]
+        cases += blind_cases(task, framework)
     if task.category in ("qa", "feature"):
         other = _other_task(task, framework, all_tasks)
         if other is None:
@@ -194,8 +313,10 @@ def validate_row(
     spaces: _Workspaces,
     gpus_here: int,
     show: Callable[[Cell], None] = lambda cell: None,
+    isolated: bool = True,
 ) -> list[Cell]:
-    """The row's cells, each passed to `show` as it is decided (progress)."""
+    """The row's cells, each passed to `show` as it is decided (progress); checkers in the sandbox
+    unless not `isolated`."""
     cases = cases_for(task, framework, profile, all_tasks)
     need = task.gpus_for(profile)
     if need > gpus_here:
@@ -247,7 +368,7 @@ def validate_row(
         unclosed = script_logs(ws.path)["without_exit_time"]
         if unclosed:  # the provided scripts' trap must close every log (active GPU time is read from them)
             notes.append(f"{len(unclosed)} provided-script log(s) without an exit-time line: {', '.join(unclosed)}")
-        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile)
+        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile, isolated)
         changed = spaces.done(ws, held)
         if changed:
             cells.append(cell("ERROR", [changed, *verdict.reasons, *notes]))
@@ -259,6 +380,10 @@ def validate_row(
 def _mark(c: Cell) -> str:
     """`case:VERDICT`, `!!` when it is not as expected: one entry of the printed matrix."""
     return f"{c.case}:{'not-run' if c.verdict == NOT_RUN else c.verdict}" + ("!!" if c.unexpected else "")
+
+
+def _show(c: Cell) -> None:
+    print(f" {_mark(c)}", end="", flush=True)
 
 
 def _row_tail(cells: list[Cell]) -> str:
@@ -306,6 +431,8 @@ def write_record(out_dir: Path, record: dict) -> Path:
 
 def run_validate(args: argparse.Namespace, command: list[str]) -> int:
     chosen, all_tasks = select_tasks(args.tasks_dir.resolve(), args.tasks)
+    if not args.no_sandbox and sandbox.unavailable():
+        raise agents.CannotStart(NO_SANDBOX.format(why=sandbox.unavailable()))
     gpus_here = len(gpu_inventory())
     started = time.monotonic()
     rows = [
@@ -326,9 +453,7 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
         spaces = _Workspaces(scratch, args.source, args.cache_dir)
         for task, fw, profile in rows:
             print(f"{task.id:11} {fw:11} {profile or '-':6}", end="", flush=True)
-            row = validate_row(
-                task, fw, profile, all_tasks, spaces, gpus_here, lambda c: print(f" {_mark(c)}", end="", flush=True)
-            )
+            row = validate_row(task, fw, profile, all_tasks, spaces, gpus_here, _show, not args.no_sandbox)
             print(_row_tail(row), flush=True)
             cells += row
     finally:
@@ -340,6 +465,7 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
         **provenance(command),
         "seconds": round(time.monotonic() - started, 1),
         "workspaces": spaces.info,
+        "sandbox": {"isolated": not args.no_sandbox},
         "tasks": {
             t.id: {
                 "dir": str(t.dir),
@@ -353,6 +479,7 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
             "as_expected": sum(c.as_expected for c in cells),
             "unexpected": len(unexpected),
             "not_run": len(not_run),
+            "blind": blind_rates(cells),
         },
         "cells": [asdict(c) for c in cells],
     }
@@ -361,6 +488,12 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
         f"\n{len(cells)} cells: {record['summary']['as_expected']} as expected, {len(unexpected)} unexpected, "
         f"{len(not_run)} not run (never counted as passed); {record['seconds']:.1f} s"
     )
+    for set_name, per_fw in sorted(record["summary"]["blind"].items()):
+        for fw, r in sorted(per_fw.items()):
+            print(
+                f"  blind {set_name} {fw}: correct PASS {r['correct_pass']}/{r['correct']}, wrong FAIL "
+                f"{r['wrong_fail']}/{r['wrong']}, wrong with the right citations FAIL {r['cited_fail']}/{r['cited']}"
+            )
     for reason in sorted({c.reasons[0] for c in not_run}):
         print(f"  not run: {reason}")
     for c in unexpected:

@@ -397,6 +397,29 @@ def _materialize(
     return ws
 
 
+def baseline_commit(root: Path) -> str:
+    """The workspace's baseline commit (`materialize` made it), read before the agent starts."""
+    return _git("rev-parse", "HEAD", cwd=root).strip()
+
+
+def restore_baseline(root: Path, commit: str) -> None:
+    """Every file back as the baseline `commit` has it, and nothing else (every file of it is tracked)."""
+    _git("reset", "--hard", "--quiet", commit, cwd=root)
+    _git("clean", "-fdxq", cwd=root)
+
+
+def restore_git_config(root: Path, config: bytes) -> None:
+    """Put back the workspace's `.git/config` before the harness runs git there: the agent's own config
+    (core.fsmonitor, a filter or diff driver) would run its commands as the harness, outside the sandbox."""
+    git_dir = root / ".git"
+    if git_dir.is_symlink() or not git_dir.is_dir():
+        if git_dir.is_symlink() or git_dir.exists():
+            git_dir.unlink()
+        raise MaterializeError(f"{git_dir}: the agent replaced the workspace's git directory; no diff can be taken")
+    (git_dir / "config").unlink(missing_ok=True)
+    (git_dir / "config").write_bytes(config)
+
+
 def workspace_diff(root: Path) -> tuple[str, list[str]]:
     """(diff text against the baseline commit, changed paths). New files are shown if small and text."""
     status = _git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching", cwd=root)
@@ -409,6 +432,9 @@ def workspace_diff(root: Path) -> tuple[str, list[str]]:
             parts.append(f"... and {len(new) - i} more new files\n")
             break
         path = root / rel
+        if path.is_symlink():  # never followed: it may point out of the workspace, at a secret
+            parts.append(f"new link {rel} -> {os.readlink(path)}\n")
+            continue
         data = path.read_bytes() if path.is_file() and path.stat().st_size <= _MAX_NEW_FILE_BYTES else None
         if data is None or b"\0" in data:
             size = path.stat().st_size if path.exists() else 0

@@ -11,6 +11,8 @@
 #    estimate-memory) alone on the GPU, since two of them time; $OUT/skills/ gets its log and kernels.csv;
 # 7. with ATE_GPU1=1, runs the gpu1 golds of the operate and feature tasks side by side (tasks/operate/gpu1_golds.sh,
 #    tasks/feature/gpu1_golds.sh), each inside ATE_BUDGET_S (default 360 s): $OUT/operate/ and $OUT/feature-gpu1*;
+# 7a. with ATE_SANDBOX=1, runs the agent sandbox's tests that need no git checkout (tests/ate_bench/test_isolation.py:
+#    the sandbox held as root and as `nobody`, nvidia-smi and a CUDA tensor inside it): $OUT/ate_sandbox.log;
 # 7b. with PROFILE="CONFIG:VARIANT[:base] ...", runs benchmarks/profile_step.py on each (VARIANT eager, compiled or fp8;
 #    ":base" runs it from .bench-base/base.tar, `git archive` of the commit before a change, for a before/after pair
 #    in one call); their tables go to $OUT/profiles.txt;
@@ -100,6 +102,13 @@ if [ "${ATE_GPU1:-0}" = 1 ]; then
   (OUT="$OUT" BUDGET_S=${ATE_BUDGET_S:-360} bash tasks/feature/gpu1_golds.sh > /tmp/feature-gpu1.txt 2>&1) &
   wait
   echo "-- operate"; tail -n 12 /tmp/operate-gpu1.txt; echo "-- feature"; tail -n 30 /tmp/feature-gpu1.txt
+fi
+
+if [ "${ATE_SANDBOX:-0}" = 1 ]; then
+  echo "== ATE-Bench sandbox on the GPU machine"
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -rs tests/ate_bench/test_isolation.py \
+    -k "sandbox_holds or gpus_are_usable" > "$OUT/ate_sandbox.log" 2>&1
+  echo "ate sandbox: exit $? ($(tail -n 1 "$OUT/ate_sandbox.log"))"
 fi
 
 for entry in ${PROFILE:-}; do

@@ -36,10 +36,11 @@ TABLE_COLUMNS = {
     "validation_matrix": ["task", "framework", "profile"],
     "validation_cells": ["task", "framework", "profile", "case", "expected", "verdict", "outcome", "reasons"],
     "validation_summary": ["task", "framework", "as expected", "UNEXPECTED", "not run", "not_run_reasons"],
+    "validation_blind": ["set", "framework"],
     "agent_free_cost": ["task", "framework", "cost_source"],
 }  # fmt: skip
 FIGURES = ["code_size", "throughput", "ate_turns", "ate_gpu_time", "skills_ablation", "moba_context",
-           "validation_matrix", "agent_free_cost"]  # fmt: skip
+           "validation_matrix", "validation_blind", "agent_free_cost"]  # fmt: skip
 
 
 def build(tmp_path_factory, results) -> tuple:
@@ -227,3 +228,16 @@ def test_pipeline_checks_build_their_own_labelled_outputs_never_agent_results(pi
 def test_bash_reading_commands(command, reads):
     assert bash_reads_only(command) is reads
     assert turn_kind([("Bash", {"command": command})]) == ("explore" if reads else "run")
+
+
+def test_blind_rates_per_set_and_framework():
+    from paper.rebuild.validation import blind_rates
+
+    rows = [("set1/correct-1.md", "blind-correct", "as expected"), ("set1/correct-2.md", "blind-correct", "UNEXPECTED"),
+            ("set1/wrong-1.md", "blind-wrong", "as expected"), ("set2/wrong-1+cited.md", "blind-cited", "as expected"),
+            ("set2/wrong-2.md", "blind-wrong", "not run"), ("gold", "gold", "as expected")]  # fmt: skip
+    cells = pd.DataFrame([{"framework": "pithtrain", "case": c, "kind": k, "outcome": o} for c, k, o in rows])
+    rates = blind_rates(cells).set_index("set")
+    assert rates.loc["set1", "correct PASS"] == "1/2 (50%)" and rates.loc["set1", "wrong FAIL"] == "1/1 (100%)"
+    assert rates.loc["set2", "wrong FAIL"] == "none"
+    assert rates.loc["set2", "wrong + right citations FAIL"] == "1/1 (100%)"

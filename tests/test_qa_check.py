@@ -1,6 +1,8 @@
 """The shared Q&A checker (tasks/qa/qa_check.py) and gold renderer (tasks/qa/render.py) on tiny workspaces."""
 
+import fnmatch
 import importlib.util
+import os
 import random
 import re
 import subprocess
@@ -13,92 +15,182 @@ QA_DIR = Path(__file__).resolve().parent.parent / "tasks" / "qa"
 sys.path.insert(0, str(QA_DIR))
 import qa_check  # noqa: E402
 
+CITATION = re.compile(r"(?P<path>[A-Za-z0-9_./-]+\.[A-Za-z0-9_]+):(?P<start>\d+)(?:-(?P<end>\d+))?")
+"""The convention's citation regex; qa_check.find_citations finds its matches in linear time."""
+
 _spec = importlib.util.spec_from_file_location("qa_render", QA_DIR / "render.py")
 render = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(render)
 
-# mesh.py: line 1 docstring, 5 the mechanism, 30 a second fact; 60 lines in all.
+# pkg/mesh.py: line 5 the mesh call, 30 a group; 60 lines in all. pkg/models/a.py and b.py: a family each.
 MESH = ['"""Mesh."""', "import torch", "", "def setup():", "    mesh = init_device_mesh('cuda', (2, 2))"]
 MESH += [f"# filler {i}" for i in range(6, 30)] + ["    ep_group = mesh['ep'].get_group()"]
 MESH += [f"# filler {i}" for i in range(31, 61)]
 
+INSTRUCTION = """**Question.** ...
+
+**Slots.** A citation slot takes ...
+- `create-call` (citation): the call that creates the mesh.
+- `group-lookup` (citation): where a group is taken.
+- `pairs` (choice: `halves` | `interleaved`): the layout.
+- `dims` (choice: `dp` | `cp` | `ep`): the dimensions (list every one that applies, comma-separated).
+"""
+
 KEY = """
 [pithtrain]
 term = 'init_device_mesh'
-[[pithtrain.facts]]
-name = "mesh-call"
+
+[pithtrain.create-call]
 what = "the init_device_mesh call"
-file = "pkg/mesh.py"
-pattern = 'init_device_mesh\\('
-mechanism = true
-words = ["pp"]
-[[pithtrain.facts]]
-name = "ep-group"
+at = [ { file = "pkg/mesh.py", pattern = 'init_device_mesh\\(' } ]
+
+[pithtrain.group-lookup]
 what = "the ep group"
-file = "pkg/*.py"
-pattern = "ep_group ="
+at = [ { file = "pkg/*.py", pattern = "ep_group =" } ]
+absent = "no"
+
+[pithtrain.pairs]
+what = "halves in a, interleaved in b"
+accept = ["halves"]
+accept_by_file = { "pkg/models/b.py" = ["interleaved"] }
+
+[pithtrain.dims]
+what = "dp and ep"
+accept = ["dp, ep"]
 """
+
+RIGHT = "create-call: pkg/mesh.py:5\ngroup-lookup: pkg/mesh.py:30\npairs: halves\ndims: ep, dp"
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    (tmp_path / "ws" / "pkg").mkdir(parents=True)
+    (tmp_path / "ws" / "pkg" / "models").mkdir(parents=True)
     (tmp_path / "ws" / "pkg" / "mesh.py").write_text("\n".join(MESH) + "\n")
+    (tmp_path / "ws" / "pkg" / "models" / "a.py").write_text("rope_cos_sin_F = 1\n")
+    (tmp_path / "ws" / "pkg" / "models" / "b.py").write_text("x = 1\n")
     (tmp_path / "key.toml").write_text(KEY)
+    (tmp_path / "instruction.md").write_text(INSTRUCTION)
     return tmp_path / "ws"
 
 
-def verdict(ws: Path, body: str | None, prose: str = "The mesh has pp and ep axes.") -> list[str]:
+def verdict(ws: Path, slots: str | None, prose: str = "The mesh has `ep_group` (see pkg/none.py:99).") -> list[str]:
     key = qa_check.load_key(ws.parent / "key.toml", "pithtrain")
     message = "Some exploration notes pkg/none.py:99\n"
-    if body is not None:
-        message += f"<final-answer>\n{prose}\n{body}\n</final-answer>\n"
-    return qa_check.check(key, ws, message)
+    if slots is not None:
+        message += f"<final-answer>\n{prose}\n{slots}\n</final-answer>\n"
+    return qa_check.check(key, ws, message, "pithtrain")[0]
 
 
-def test_gold_passes_with_slack_and_path_spellings(ws):
-    assert verdict(ws, "See `pkg/mesh.py:5` and ./pkg/mesh.py:29-33.") == []
-    assert verdict(ws, f"See {ws}/pkg/mesh.py:2 and pkg/mesh.py:27.") == []  # 3 lines of slack both ways
+def test_right_slots_pass_with_slack_and_path_spellings(ws):
+    assert verdict(ws, RIGHT) == []
+    spelled = RIGHT.replace("pkg/mesh.py:5", "`./pkg/mesh.py:2`").replace("pkg/mesh.py:30", f"{ws}/pkg/mesh.py:27-33")
+    assert verdict(ws, "- " + spelled.replace("\n", "\n- ")) == []  # bullets, 3 lines of slack both ways
+    assert verdict(ws, RIGHT.replace("pkg/mesh.py:30", "pkg/mesh.py:34"))[0].startswith("FAIL: group-lookup: ")
 
 
-def test_slack_is_three_lines(ws):
-    fails = verdict(ws, "pkg/mesh.py:5 and pkg/mesh.py:34-36")  # line 30 is 4 lines before 34
-    assert len(fails) == 1 and fails[0].startswith("FAIL: ep-group: no cited range")
+def test_paths_resolve_by_package_and_suffix_and_say_which_rule(ws):
+    key = qa_check.load_key(ws.parent / "key.toml", "pithtrain")
+    (ws / "pithtrain" / "deep").mkdir(parents=True)
+    (ws / "pithtrain" / "deep" / "only.py").write_text("    mesh = init_device_mesh('cuda')\n")
+    (ws / "pithtrain" / "twin.py").write_text("a\n")
+    (ws / "pithtrain" / "deep" / "twin.py").write_text("a\n")
+    msg = "<final-answer>\nSee deep/only.py:1, only.py:1, twin.py:1.\n" + RIGHT.replace("pkg/mesh.py:30", "mesh.py:30")
+    fails, notes = qa_check.check(key, ws, msg + "\n</final-answer>\n", "pithtrain")
+    assert fails == []
+    assert notes == [
+        "resolved: deep/only.py -> pithtrain/deep/only.py (rule: package)",
+        "resolved: only.py -> pithtrain/deep/only.py (rule: suffix)",
+        "resolved: twin.py -> pithtrain/twin.py (rule: package)",
+        "resolved: mesh.py -> pkg/mesh.py (rule: suffix)",
+    ]
+    for twin in ("a", "b"):
+        (ws / twin / "x").mkdir(parents=True)
+        (ws / twin / "x" / "mesh.py").write_text("\n".join(MESH) + "\n")
+    fails = verdict(ws, RIGHT.replace("pkg/mesh.py:5", "x/mesh.py:5"))
+    assert fails == [
+        "FAIL: create-call: citation x/mesh.py:5 is fabricated: a suffix of 2 files, 2 of them equally shallow"
+        " (a/x/mesh.py, b/x/mesh.py)"
+    ]
 
 
-def test_fabricated_citation_fails_even_when_facts_hold(ws):
+def test_a_region_may_narrow_its_slack(ws):
+    assert verdict(ws, RIGHT.replace("pkg/mesh.py:30", "pkg/mesh.py:32")) == []
+    (ws.parent / "key.toml").write_text(KEY.replace('pattern = "ep_group =" }', 'pattern = "ep_group =", slack = 1 }'))
+    assert verdict(ws, RIGHT.replace("pkg/mesh.py:30", "pkg/mesh.py:31")) == []
+    assert verdict(ws, RIGHT.replace("pkg/mesh.py:30", "pkg/mesh.py:32"))[0].startswith("FAIL: group-lookup: ")
+
+
+def test_every_citation_of_a_slot_must_land(ws):
+    fails = verdict(ws, RIGHT.replace("pkg/mesh.py:5", "pkg/mesh.py:15, pkg/mesh.py:5"))
+    assert fails == [
+        "FAIL: create-call: pkg/mesh.py:15 (pkg/mesh.py) is not where this happens (wanted: the init_device_mesh call)"
+    ]
+    fails = verdict(ws, RIGHT.replace("pkg/mesh.py:5", "pkg/mesh.py:5, pkg/mesh.py:5, pkg/mesh.py:4"))
+    assert fails == ["FAIL: create-call: 3 citations; a citation slot takes one or two"]
+    assert "over 40 lines" in verdict(ws, RIGHT.replace("pkg/mesh.py:5", "pkg/mesh.py:1-41"))[0]
+
+
+def test_fabricated_slot_citations_fail_and_explanation_ones_are_notes(ws):
     for bad in ["pkg/mesh.py:61", "pkg/mesh.py:0", "pkg/mesh.py:10-9", "pkg/other.py:1", "../key.toml:1"]:
-        fails = verdict(ws, f"pkg/mesh.py:5 pkg/mesh.py:30 {bad}")
-        assert fails == [f"FAIL: citation {bad} does not exist (fabricated)"], bad
+        fails = verdict(ws, RIGHT.replace("pkg/mesh.py:5", bad))
+        assert len(fails) == 1 and fails[0].startswith(f"FAIL: create-call: citation {bad} is fabricated"), bad
+    key = qa_check.load_key(ws.parent / "key.toml", "pithtrain")
+    msg = f"<final-answer>\nWhy (pkg/gone.py:3).\n{RIGHT}\n</final-answer>\n"
+    fails, notes = qa_check.check(key, ws, msg, "pithtrain")
+    assert fails == [] and notes[0].startswith("note: citation pkg/gone.py:3 does not resolve")
 
 
-def test_span_over_40_lines_establishes_nothing(ws):
-    fails = verdict(ws, "pkg/mesh.py:1-41")
-    assert [f.split(":")[1].strip() for f in fails] == ["mesh-call", "ep-group"]
-    assert "over 40 lines" in fails[0]
-    assert verdict(ws, "pkg/mesh.py:1-40") == []  # exactly 40 covers both
+def test_absent_is_right_only_where_the_key_says(ws):
+    fails = verdict(ws, RIGHT.replace("group-lookup: pkg/mesh.py:30", "group-lookup: absent, pkg/mesh.py:30"))
+    assert fails == ["FAIL: group-lookup: says absent, but the framework has it (the ep group)"]
+    (ws.parent / "key.toml").write_text(KEY.replace('absent = "no"', 'absent = "yes"'))
+    assert verdict(ws, RIGHT.replace("group-lookup: pkg/mesh.py:30", "group-lookup: absent, pkg/mesh.py:30")) == []
+    assert "wanted absent" in verdict(ws, RIGHT)[0]
+    (ws.parent / "key.toml").write_text(KEY.replace('absent = "no"', 'absent = "either"'))
+    assert verdict(ws, RIGHT) == []
+    assert verdict(ws, RIGHT.replace("group-lookup: pkg/mesh.py:30", "group-lookup: absent, pkg/mesh.py:31")) == []
 
 
-def test_missing_words_fail(ws):
-    fails = verdict(ws, "pkg/mesh.py:5 pkg/mesh.py:30", prose="The mesh has two axes; dp is one (apply).")
-    assert fails == ["FAIL: mesh-call: the final answer does not use the word(s) pp"]
-    assert verdict(ws, "pkg/mesh.py:5 pkg/mesh.py:30", prose="Axes: PP_size.") == []
+def test_choices_listed_wrong_by_family_and_lists(ws):
+    assert verdict(ws, RIGHT.replace("pairs: halves", "pairs: `Halves` (chunk)")) == []
+    assert verdict(ws, RIGHT.replace("pairs: halves", "pairs: interleaved")) == [
+        "FAIL: pairs: interleaved is wrong (wanted: halves in a, interleaved in b)"
+    ]
+    assert verdict(ws, RIGHT.replace("pairs: halves", "pairs: rotated"))[0].startswith(
+        "FAIL: pairs: 'rotated' is not a choice the instruction lists"
+    )
+    fam_b = RIGHT.replace("group-lookup: pkg/mesh.py:30", "group-lookup: pkg/mesh.py:30, pkg/models/b.py:1")
+    (ws / "pkg" / "models" / "b.py").write_text("ep_group = 1\n")
+    assert verdict(ws, fam_b.replace("pairs: halves", "pairs: interleaved")) == []
+    assert "wrong for pkg/models/b.py" in verdict(ws, fam_b)[0]
+    assert verdict(ws, RIGHT.replace("dims: ep, dp", "dims: DP and EP (the batch)")) == []
+    assert verdict(ws, RIGHT.replace("dims: ep, dp", "dims: dp"))[0].startswith("FAIL: dims: dp is wrong")
+    assert verdict(ws, RIGHT.replace("dims: ep, dp", "dims: dp,ep,tp"))[0].startswith("FAIL: dims: 'dp,ep,tp' is not")
 
 
-def test_only_the_block_counts(ws):
+def test_missing_unknown_and_repeated_slots(ws):
     assert verdict(ws, None) == [
         "FAIL: no <final-answer> block (a line <final-answer>, the answer, a line </final-answer>)"
     ]
-    fails = verdict(ws, "no citations here")
-    assert [f.split(":")[1].strip() for f in fails] == ["mesh-call", "ep-group"]
-    assert "no citation of pkg/mesh.py" in fails[0]
+    assert verdict(ws, RIGHT.replace("pairs: halves\n", "")) == [
+        "FAIL: pairs: missing (a line `pairs: ...` in the final block)"
+    ]
+    assert verdict(ws, RIGHT + "\nmesh-order: pkg/mesh.py:5\nnote: prose") == [
+        "FAIL: mesh-order: not a slot of this question"
+    ]
+    assert verdict(ws, RIGHT, prose="- all-reduce: the collective.\nThen the slots:") == []  # prose, not a slot
+    assert verdict(ws, "pairs: interleaved\n" + RIGHT) == []  # the last line naming a slot is its value
+    numbered = "\n".join(f"{i}. **{line.replace(':', ':**', 1)}" for i, line in enumerate(RIGHT.splitlines(), 1))
+    assert verdict(ws, numbered) == []
 
 
-def test_glob_file_matches_any_file_it_names(ws):
-    (ws / "pkg" / "groups.py").write_text("x = 1\nep_group = None\n")
-    assert verdict(ws, "pkg/mesh.py:5 pkg/groups.py:2") == []
-    assert verdict(ws, "pkg/mesh.py:5 pkg/groups.py:1") == []  # slack reaches line 2
-    assert verdict(ws, "pkg/mesh.py:5 pkg/mesh.py:10")[0].startswith("FAIL: ep-group")
+def test_backticked_names_must_be_in_the_tree(ws):
+    assert verdict(ws, RIGHT, prose="Built by `init_device_mesh`; the tables by `rope_cos_sin` (`x.y`).") == []
+    fails = verdict(ws, RIGHT, prose="Built by `build_mesh_v2()` with `DeviceMeshBuilder`; `RMS` is short.")
+    assert fails == [
+        "FAIL: names `build_mesh_v2`, which no file of the workspace contains (another version's or invented)",
+        "FAIL: names `DeviceMeshBuilder`, which no file of the workspace contains (another version's or invented)",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -117,28 +209,32 @@ def test_a_bad_answer_never_crashes(ws, tmp_path, message, capsys):
     answer.write_text(message, errors="surrogateescape")
     argv = ["--workspace", str(ws), "--framework", "pithtrain", "--answer", str(answer)]
     assert qa_check.main(ws.parent / "key.toml", argv) == 1
-    assert all(line.startswith("FAIL: ") for line in capsys.readouterr().out.splitlines())
+    assert all(line.startswith(("FAIL: ", "note: ", "resolved: ")) for line in capsys.readouterr().out.splitlines())
 
 
 def test_find_citations_matches_the_convention_regex():
     rng = random.Random(0)
     for _ in range(3000):
         text = "".join(rng.choice("ab.:-/1 2`") for _ in range(rng.randint(0, 40)))
-        want = [(m["path"], m["start"], m["end"]) for m in qa_check.CITATION.finditer(text)]
+        want = [(m["path"], m["start"], m["end"]) for m in CITATION.finditer(text)]
         assert qa_check.find_citations(text) == want, text
 
 
 def test_main_pass_and_broken_key(ws, tmp_path, capsys):
     answer = tmp_path / "answer.md"
-    answer.write_text("<final-answer>\npp: pkg/mesh.py:5, pkg/mesh.py:30\n</final-answer>\n")
+    answer.write_text(f"<final-answer>\n{RIGHT}\n</final-answer>\n")
     argv = ["--workspace", str(ws), "--framework", "pithtrain", "--answer", str(answer)]
     assert qa_check.main(ws.parent / "key.toml", argv) == 0
     assert capsys.readouterr().out == "PASS\n"
     bad_key = tmp_path / "bad.toml"
     for text, says in [
-        (KEY.replace("mechanism = true", ""), "mechanism = true"),
-        (KEY.replace("[pithtrain]", "[titan]").replace("pithtrain.facts", "titan.facts"), "no table [pithtrain]"),
+        (KEY.replace("[pithtrain.dims]", "[pithtrain.dim]"), "unknown keys ['dim']"),
+        (KEY.replace("[pithtrain]", "[titan]").replace("pithtrain.", "titan."), "no table [pithtrain]"),
         (KEY.replace("'init_device_mesh\\('", "'init_device_mesh('"), "not a valid regex"),
+        (KEY.replace('accept = ["halves"]', 'accept = ["rotated"]'), "accept value 'rotated' is not one of"),
+        (KEY.replace('absent = "no"', 'absent = "maybe"'), "absent = 'maybe'"),
+        (KEY.replace('"ep_group =" }', '"ep_group =", slack = 5 }'), "slack = 5; need an integer 0..3"),
+        (KEY.replace('at = [ { file = "pkg/*.py", pattern = "ep_group =" } ]', "at = []"), "at = []"),
     ]:
         bad_key.write_text(text)
         assert qa_check.main(bad_key, argv) == 2
@@ -179,7 +275,9 @@ def test_every_task_key_loads_for_its_frameworks(key_path):
     frameworks = tomllib.loads((key_path.parent / "task.toml").read_text())["frameworks"]
     for fw in frameworks:
         key = qa_check.load_key(key_path, fw)
-        assert any(f.mechanism for f in key.facts) and len(key.facts) >= 2
+        assert {s.doc.name for s in key.slots} == {
+            d.name for d in qa_check.read_slot_docs(key_path.with_name("instruction.md"))
+        }
 
 
 def _shift(m: re.Match) -> str:
@@ -196,11 +294,11 @@ def test_pithtrain_gold_follows_the_code(task):
     root = QA_DIR.parent.parent
     key = qa_check.load_key(task / "key.toml", "pithtrain")
     gold = render.render((task / "gold" / "pithtrain" / "answer.md").read_text(), root)
-    assert qa_check.check(key, root, gold) == []
-    assert qa_check.check(key, root, qa_check.CITATION.sub(_shift, gold))
-    assert qa_check.check(key, root, qa_check.CITATION.sub(lambda m: m["path"], gold))
+    assert qa_check.check(key, root, gold, "pithtrain")[0] == []
+    assert qa_check.check(key, root, CITATION.sub(_shift, gold), "pithtrain")[0]
+    assert qa_check.check(key, root, CITATION.sub(lambda m: m["path"], gold), "pithtrain")[0]
     for wrong in sorted((task / "wrong" / "pithtrain").glob("*.md")):
-        assert qa_check.check(key, root, wrong.read_text()), wrong.name
+        assert qa_check.check(key, root, wrong.read_text(), "pithtrain")[0], wrong.name
 
 
 def test_no_pithtrain_gold_answers_another_question():
@@ -213,6 +311,84 @@ def test_no_pithtrain_gold_answers_another_question():
         f"{other.name} passes {task.name}"
         for task in tasks
         for other in tasks
-        if other != task and not qa_check.check(qa_check.load_key(task / "key.toml", "pithtrain"), root, golds[other])
+        if other != task
+        and not qa_check.check(qa_check.load_key(task / "key.toml", "pithtrain"), root, golds[other], "pithtrain")[0]
     ]
     assert not passing, passing
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level `|` alternatives of a regex (outside groups and classes)."""
+    out, depth, cur, i = [], 0, "", 0
+    while i < len(pattern):
+        ch = pattern[i]
+        step = 2 if ch == "\\" else 1
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "|" and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += pattern[i : i + step]
+        i += step
+    return [*out, cur]
+
+
+def _tree_files(root: Path) -> list[str]:
+    files = []
+    for d, dirs, names in os.walk(root):
+        dirs[:] = [x for x in dirs if not x.startswith(".")]
+        files += [(Path(d) / f).relative_to(root).as_posix() for f in names]
+    return files
+
+
+def _dead_regions(framework: str, root: Path) -> list[str]:
+    """Every key region whose file glob, or one of whose pattern's alternatives, matches nothing in `root`."""
+    files = _tree_files(root)
+    dead = []
+    for key_path in sorted(QA_DIR.glob("*/key.toml")):
+        for slot in qa_check.load_key(key_path, framework).slots:
+            for r in slot.at:
+                lines = [line for f in fnmatch.filter(files, r.file) for line in qa_check.read_lines(root / f)]
+                for alt in _alternatives(r.pattern.pattern):
+                    if not any(re.search(alt, line) for line in lines):
+                        dead.append(f"{key_path.parent.name} {slot.doc.name}: {r.file} /{alt}/")
+    return dead
+
+
+def test_every_pithtrain_key_region_matches_this_tree():
+    """A region that matches nothing is a typo or a line that moved: it would silently accept nothing."""
+    assert _dead_regions("pithtrain", QA_DIR.parent.parent) == []
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "megatron-lm"])
+def test_every_pinned_key_region_matches_its_tree(framework, tmp_path):
+    from ate_bench.frameworks import FRAMEWORKS
+    from ate_bench.workspace import DEFAULT_CACHE_DIR, materialize
+
+    if not (DEFAULT_CACHE_DIR / "pypi" / FRAMEWORKS[framework].pypi_filename).is_file():
+        pytest.skip(f"{FRAMEWORKS[framework].pypi_filename} is not cached (test_task_matrix downloads it)")
+    ws = materialize(framework, tmp_path / "ws", mode="pypi")
+    assert _dead_regions(framework, ws.path) == []
+
+
+def test_import_blind_plans_copies_and_names_what_does_not_fit(tmp_path):
+    spec = importlib.util.spec_from_file_location("import_blind", QA_DIR / "import_blind.py")
+    import_blind = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(import_blind)
+    q = tmp_path / "torchtitan" / "06-rope"
+    q.mkdir(parents=True)
+    (q / "correct-1-terse.md").write_text("x")
+    (q / "wrong-1-nondefault.md").write_text("x")
+    with pytest.raises(ValueError, match="no wrong-1-nondefault.why; say what is wrong"):
+        import_blind.plan(tmp_path, "set9")
+    (q / "wrong-1-nondefault.why").write_text("why")
+    copies = import_blind.plan(tmp_path, "set9")
+    names = ("correct-1-terse.md", "wrong-1-nondefault.md", "wrong-1-nondefault.why")
+    want = [f"06-rope/blind/set9/torchtitan/{n}" for n in names]
+    assert [to.relative_to(QA_DIR).as_posix() for _, to in copies] == want
+    (tmp_path / "titan").mkdir()
+    with pytest.raises(ValueError, match="titan: not a framework"):
+        import_blind.plan(tmp_path, "set9")

@@ -36,6 +36,53 @@ def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
     return pd.DataFrame(cells.values(), columns=CELL_COLS), paths
 
 
+BLIND_KINDS = {
+    "blind-correct": "correct PASS",
+    "blind-wrong": "wrong FAIL",
+    "blind-cited": "wrong + right citations FAIL",
+}
+
+
+def blind_rates(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per blind set and framework: the share of blind answers judged as expected, by kind (`x/n` and %)."""
+    blind = cells[cells["kind"].isin(list(BLIND_KINDS)) & (cells["outcome"] != NOT_RUN)]
+    blind = blind.assign(set=blind["case"].str.split("/").str[0], ok=blind["outcome"] == "as expected")
+    rows = []
+    for (set_name, fw), g in blind.groupby(["set", "framework"]):
+        row = {"set": set_name, "framework": fw}
+        for kind, label in BLIND_KINDS.items():
+            k = g[g["kind"] == kind]
+            row[label] = f"{int(k['ok'].sum())}/{len(k)} ({100 * k['ok'].mean():.0f}%)" if len(k) else "none"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["set", "framework", *BLIND_KINDS.values()])
+
+
+def blind_figure(b: Build, cells: pd.DataFrame, paths: list, status: str) -> None:
+    """Bars: per framework and blind set, the share of correct answers judged PASS and of wrong ones FAIL."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    blind = cells[cells["kind"].isin(list(BLIND_KINDS)) & (cells["outcome"] != NOT_RUN)]
+    fig, ax = plt.subplots(figsize=(8, 3))
+    if len(blind):
+        shares = blind.assign(
+            set=blind["case"].str.split("/").str[0],
+            what=blind["kind"].map(BLIND_KINDS),
+            percent=100.0 * (blind["outcome"] == "as expected"),
+        )
+        shares = shares.assign(group=shares["set"] + ": " + shares["what"])
+        sns.barplot(data=shares, x="framework", y="percent", hue="group", errorbar=None, ax=ax)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("% judged as expected")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig_status = status
+    else:
+        fig_status = status if status != MEASURED else f"{NOT_MEASURED}: no blind-answer cell in the records"
+        ax.text(0.5, 0.5, fig_status, ha="center", va="center", wrap=True, fontsize=9)
+        ax.set_axis_off()
+    b.figure("validation_blind", fig, paths, fig_status, "Q&A checkers on blind answers: rates per set and framework")
+
+
 def build(b: Build) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
@@ -78,6 +125,18 @@ def build(b: Build) -> None:
         "validation_cells", cells, paths, status, "Checker validation: every cell with expected verdict and reasons"
     )
     b.table("validation_summary", summary, paths, status, "Checker validation per task and framework: cells by outcome")
+    blind = blind_rates(cells) if status == MEASURED else pd.DataFrame()
+    if blind.empty:
+        blind = pd.DataFrame([{"set": "(none)", "framework": "no blind-answer cell in the validation records"}])
+    b.table(
+        "validation_blind",
+        blind,
+        paths,
+        status,
+        "Q&A checkers on answers written blind to the keys: correct PASS and wrong FAIL per set and framework",
+        ["set1 was used to revise the keys; later sets were written after the freeze (tasks/qa/README.md)"],
+    )
+    blind_figure(b, cells if status == MEASURED else cells.iloc[0:0], paths, status)
 
     codes = {"as expected": 0, "UNEXPECTED": 1, NOT_RUN: 2}
     fig, ax = plt.subplots(figsize=(8, max(2.5, 0.18 * max(1, len(matrix)))))

@@ -1,30 +1,50 @@
 """The Q&A checker shared by every `tasks/qa/<slug>/check.py` (stdlib only).
 
-A task's key.toml holds, per framework, a few facts a correct answer must establish. A fact is
-established when the answer's final-answer block cites a file matching the fact's `file` (path or
-fnmatch glob) at lines whose range, widened by SLACK lines, holds a line matching the fact's
-`pattern` (a case-sensitive regex, as code is), and the block uses every one of the fact's `words`
-(case-insensitive, not inside a longer run of letters and digits: `ep` counts in `ep_group`, not in
-`step`). A citation of a file or a line that does not exist fails the answer whatever else it gets
-right. A citation spanning more than MAX_SPAN lines establishes nothing: it would let a whole file stand
-in for the line that matters.
+An answer ends in a `<final-answer>` block whose last lines are SLOTS, `name: value`, one per slot that
+the task's instruction.md lists (its `**Slots.**` list: `name` (citation) or `name` (choice: `a` | `b`)).
+The last line naming a slot is its value (explanation lines may start alike). Only slots are scored, with
+one exception: a code name in backticks anywhere in the block (`snake_case`, `CamelCase`, 4+ characters)
+that no text file of the workspace contains fails the answer (another version's or an invented name; the
+instruction says so). A citation in the explanation that does not resolve is a `note:` line, not a FAIL.
 
-A task's check.py is:
+The task's key.toml has, per framework, `term` (the question's key term, read by `ate_bench cost`) and
+one table per slot:
 
-    import sys
-    from pathlib import Path
+    [torchtitan.world-split]                 # a citation slot
+    what = "the assert that the degrees multiply to the world size"
+    at = [ { file = "torchtitan/distributed/parallel_dims.py", pattern = '== self\\.world_size' } ]
+    absent = "no"                            # optional: "no" (default), "yes" or "either"
+    # an at entry may add slack = 0..3 (default SLACK) where a near line is another path's
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import qa_check
+    [torchtitan.config-source]               # a choice slot
+    what = "the TOML job config (or --model.* flags over it)"
+    accept = ["config-file"]
+    accept_by_file = { "pithtrain/models/gpt_oss.py" = ["..."] }   # optional, see _check_choice
 
-    raise SystemExit(qa_check.main(Path(__file__).with_name("key.toml")))
+A citation lands in an accepted region when its file matches an `at` entry's `file` (fnmatch glob) and its
+range, widened by the entry's slack (SLACK lines unless it says less) each side and no longer than MAX_SPAN
+lines, holds a line matching that entry's `pattern` (a case-sensitive regex). A citation slot passes when
+its value has one or two citations and EVERY one lands (a right citation appended to a wrong one does not
+rescue it); `absent` then the evidence passes only where the key's `absent` allows it, its evidence landing
+too. A choice slot passes when its value (the first word; for a list slot, every word before a parenthesis)
+is accepted; a word outside the instruction's list is a bad choice.
 
-Exit status: 0 with `PASS`, 1 with one `FAIL: ...` line per problem, 2 for a broken key (the task's
-error, never the agent's: the harness reports it as ERROR). A bad answer never raises.
+A cited path resolves, in this order, as: a path under the workspace root (`root`); a path under the
+framework's package directory, PACKAGE_DIRS (`package`); a unique suffix of one file's path at a `/`
+boundary (`suffix`); a suffix of several files of which exactly one has the fewest directories
+(`suffix-shallowest`: `parallel_dims.py` is torchtitan/distributed/parallel_dims.py, not the copy under
+torchtitan/experiments/, as a human reader takes it). A slot's citation of a path that matches nothing or
+several equally deep files is fabricated, as is a line past the file's end: the slot fails. Every citation
+resolved by a rule other than `root` is printed as a `resolved:` line.
+
+Exit status: 0 with `PASS`, 1 with one `FAIL: ...` line per problem (each naming the slot), 2 for a broken
+key or instruction (the task's error: KeyFormatError, naming the field and the fix). A bad answer never
+raises.
 """
 
 import argparse
 import fnmatch
+import os
 import re
 import sys
 import tomllib
@@ -34,43 +54,80 @@ from pathlib import Path
 SLACK = 3
 """Lines of slack either side of a cited range (an off-by-a-few citation still names the line)."""
 MAX_SPAN = 40
-"""A citation of more lines than this establishes no fact."""
+"""A citation of more lines than this lands nowhere: it would let a whole file stand in for the line."""
+MAX_CITATIONS = 2
+"""A citation slot takes one or two citations (the instruction says so)."""
 FRAMEWORKS = ("pithtrain", "torchtitan", "megatron-lm")
+PACKAGE_DIRS = {
+    "pithtrain": ("pithtrain",),
+    "torchtitan": ("torchtitan",),
+    "megatron-lm": ("megatron/core", "megatron"),
+}
+"""Where a package-relative citation (`trainer.py:940`, `core/parallel_state.py:12`) is looked up."""
+ABSENT_VALUES = ("no", "yes", "either")
+TEXT_SUFFIXES = (".py", ".pyi", ".toml", ".md", ".rst", ".txt", ".yaml", ".yml", ".json", ".sh", ".cfg", ".ini")
+"""The files searched for a backticked name of the final block."""
 
-CITATION = re.compile(r"(?P<path>[A-Za-z0-9_./-]+\.[A-Za-z0-9_]+):(?P<start>\d+)(?:-(?P<end>\d+))?")
-"""The convention's citation regex. `find_citations` finds exactly its matches in linear time: the regex
-itself backtracks quadratically on a long run of path characters with no colon (16K characters: seconds)."""
 _LINES = re.compile(r":(\d+)(?:-(\d+))?")
 _PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./-")
 _EXT_CHARS = _PATH_CHARS - {".", "/", "-"}
-_FACT_KEYS = {"name", "what", "file", "pattern", "mechanism", "words"}
+_SLOT_DOC = re.compile(r"^- `(?P<name>[a-z][a-z0-9-]*)` \((?P<kind>citation|choice: (?P<words>[^)]*))\): (?P<what>.*)$")
+_SLOT_LINE = re.compile(
+    r"^[\s>*_`-]*(?:\d+[.)]\s+[*_`]*)?(?P<name>[a-z][a-z0-9]*(?:-[a-z0-9]+)*)[*_`]*\s*:(?P<value>.*)$"
+)
+_LIST_FILLERS = frozenset({"and", "x", "plus"})
+_WORD = re.compile(r"[a-z0-9][a-z0-9-]*")
+_BACKTICKS = re.compile(r"`([^`\n]+)`")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]")
 
 
 class KeyFormatError(ValueError):
-    """A key.toml that does not follow the format: the task's error, not the answer's."""
+    """A key.toml or instruction.md that does not follow the format: the task's error, not the answer's."""
 
 
 @dataclass(frozen=True)
-class Fact:
+class SlotDoc:
+    """A slot as the instruction lists it."""
+
     name: str
-    what: str
+    kind: str
+    """citation | choice"""
+    words: tuple[str, ...]
+    """The choice words (empty for a citation slot)."""
+    is_list: bool
+    """A choice slot that takes a comma-separated list."""
+
+
+@dataclass(frozen=True)
+class Region:
     file: str
     pattern: re.Pattern
-    mechanism: bool
-    words: tuple[str, ...]
+    slack: int
+    """SLACK, or less where a near line means something else (the optional branch two lines away)."""
+
+
+@dataclass(frozen=True)
+class SlotKey:
+    doc: SlotDoc
+    what: str
+    at: tuple[Region, ...]
+    absent: str
+    accept: tuple[frozenset[str], ...]
+    by_file: tuple[tuple[str, tuple[frozenset[str], ...]], ...]
+    """(file glob, accepted values) pairs: where a model family's answer differs (`accept_by_file`)."""
 
 
 @dataclass(frozen=True)
 class Key:
     term: re.Pattern
     """The question's key term (case-insensitive); read by the harness's agent-free cost."""
-    facts: tuple[Fact, ...]
+    slots: tuple[SlotKey, ...]
 
 
 @dataclass(frozen=True)
 class Citation:
     text: str
-    """As written in the answer (after stripping `./` or the workspace path), for FAIL lines."""
     path: str
     start: int
     end: int
@@ -85,46 +142,87 @@ def read_lines(path: Path) -> list[str]:
     return lines
 
 
-def load_key(key_path: Path, framework: str) -> Key:
-    """One framework's table of key.toml, checked strictly; KeyFormatError names the field and the fix."""
+def read_slot_docs(instruction: Path) -> tuple[SlotDoc, ...]:
+    """The slots listed in the instruction's `**Slots.**` section."""
+    try:
+        text = instruction.read_text()
+    except OSError as e:
+        raise KeyFormatError(f"{instruction}: cannot read the instruction: {e}") from e
+    docs = []
+    for line in text.split("**Slots.**", 1)[-1].splitlines():
+        m = _SLOT_DOC.match(line)
+        if m:
+            words = tuple(re.findall(r"`([^`]+)`", m["words"] or ""))
+            kind = "choice" if m["words"] is not None else "citation"
+            docs.append(SlotDoc(m["name"], kind, words, "comma-separated" in m["what"]))
+    if not docs:
+        raise KeyFormatError(f"{instruction}: no slot lines (- `name` (citation|choice: ...): ...) after **Slots.**")
+    return tuple(docs)
+
+
+def load_key(key_path: Path, framework: str, instruction: Path | None = None) -> Key:
+    """One framework's table of key.toml, checked strictly against the instruction's slots (instruction.md
+    next to the key unless given); KeyFormatError names the field and the fix."""
+    key_path = Path(key_path)
+    docs = read_slot_docs(instruction or key_path.with_name("instruction.md"))
     where = f"{key_path} [{framework}]"
     try:
-        raw = tomllib.loads(Path(key_path).read_text())
+        raw = tomllib.loads(key_path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise KeyFormatError(f"{key_path}: cannot read the key: {e}") from e
     table = raw.get(framework)
     if not isinstance(table, dict):
         raise KeyFormatError(f"{key_path}: no table [{framework}]; it has {sorted(raw)}; add one per framework")
-    unknown = set(table) - {"term", "facts"}
+    names = {d.name for d in docs}
+    unknown = set(table) - names - {"term"}
     if unknown:
-        raise KeyFormatError(f"{where}: unknown keys {sorted(unknown)}; allowed: term, facts")
+        raise KeyFormatError(f"{where}: unknown keys {sorted(unknown)}; allowed: term and the slots {sorted(names)}")
+    missing = names - set(table)
+    if missing:
+        raise KeyFormatError(f"{where}: no table for slot(s) {sorted(missing)}; add [{framework}.<slot>] for each")
     term = _regex(table.get("term"), f"{where} term", re.IGNORECASE)
-    facts_raw = table.get("facts")
-    if not isinstance(facts_raw, list) or len(facts_raw) < 2:
-        raise KeyFormatError(f"{where}: facts = {facts_raw!r}; need at least two [[{framework}.facts]] tables")
-    facts = []
-    for i, f in enumerate(facts_raw):
-        at = f"{where} facts[{i}]"
-        if not isinstance(f, dict) or set(f) - _FACT_KEYS or not {"name", "what", "file", "pattern"} <= set(f):
-            got = sorted(f) if isinstance(f, dict) else f
-            raise KeyFormatError(f"{at}: keys {got}; need name, what, file, pattern; may add mechanism, words")
-        for field in ("name", "what", "file"):
-            if not isinstance(f[field], str) or not f[field].strip():
-                raise KeyFormatError(f"{at}: {field} = {f[field]!r}; need a non-empty string")
-        mechanism = f.get("mechanism", False)
-        if not isinstance(mechanism, bool):
-            raise KeyFormatError(f"{at}: mechanism = {mechanism!r}; need true or false")
-        words = f.get("words", [])
-        if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
-            raise KeyFormatError(f"{at}: words = {words!r}; need a list of non-empty strings")
-        pattern = _regex(f["pattern"], f"{at} pattern", 0)
-        facts.append(Fact(f["name"], f["what"], f["file"], pattern, mechanism, tuple(words)))
-    if not any(f.mechanism for f in facts):
-        raise KeyFormatError(f"{where}: no fact has mechanism = true; mark the fact citing the mechanism's own line")
-    names = [f.name for f in facts]
-    if len(set(names)) != len(names):
-        raise KeyFormatError(f"{where}: fact names {names} repeat; each must be unique")
-    return Key(term=term, facts=tuple(facts))
+    return Key(term, tuple(_slot_key(doc, table[doc.name], f"{where}.{doc.name}") for doc in docs))
+
+
+def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
+    if not isinstance(raw, dict):
+        raise KeyFormatError(f"{at} = {raw!r}; need a table")
+    allowed = {"what", "at", "absent"} if doc.kind == "citation" else {"what", "accept", "accept_by_file"}
+    if set(raw) - allowed or not isinstance(raw.get("what"), str) or not raw["what"].strip():
+        raise KeyFormatError(f"{at}: keys {sorted(raw)}; a {doc.kind} slot needs what (non-empty) and {allowed}")
+    if doc.kind == "choice":
+        accept = raw.get("accept")
+        if not isinstance(accept, list) or not accept or not all(isinstance(a, str) for a in accept):
+            raise KeyFormatError(f"{at}: accept = {accept!r}; need a non-empty list of the words {list(doc.words)}")
+        by_file_raw = raw.get("accept_by_file", {})
+        if not isinstance(by_file_raw, dict) or not all(isinstance(v, list) and v for v in by_file_raw.values()):
+            raise KeyFormatError(f"{at}: accept_by_file = {by_file_raw!r}; need {{ GLOB = [words], ... }}")
+        by_file = tuple((glob, _choice_sets(doc, v, at)) for glob, v in by_file_raw.items())
+        return SlotKey(doc, raw["what"], (), "no", _choice_sets(doc, accept, at), by_file)
+    absent = raw.get("absent", "no")
+    if absent not in ABSENT_VALUES:
+        raise KeyFormatError(f"{at}: absent = {absent!r}; need one of {list(ABSENT_VALUES)}")
+    regions_raw = raw.get("at")
+    if not isinstance(regions_raw, list) or not regions_raw:
+        raise KeyFormatError(f"{at}: at = {regions_raw!r}; need a list of {{ file = GLOB, pattern = REGEX }}")
+    regions = []
+    for i, r in enumerate(regions_raw):
+        fields_ok = isinstance(r, dict) and {"file", "pattern"} <= set(r) <= {"file", "pattern", "slack"}
+        if not fields_ok or not isinstance(r["file"], str) or not r["file"]:
+            raise KeyFormatError(f"{at}: at[{i}] = {r!r}; need {{ file = GLOB, pattern = REGEX }} (and maybe slack)")
+        slack = r.get("slack", SLACK)
+        if slack not in range(SLACK + 1) or isinstance(slack, bool):
+            raise KeyFormatError(f"{at}: at[{i}].slack = {slack!r}; need an integer 0..{SLACK}")
+        regions.append(Region(r["file"], _regex(r["pattern"], f"{at} at[{i}].pattern", 0), slack))
+    return SlotKey(doc, raw["what"], tuple(regions), absent, (), ())
+
+
+def _choice_sets(doc: SlotDoc, accept: list, at: str) -> tuple[frozenset[str], ...]:
+    sets = tuple(frozenset(_WORD.findall(a.lower())) if isinstance(a, str) else frozenset() for a in accept)
+    for a, s in zip(accept, sets, strict=True):
+        if not s or s - set(doc.words) or (len(s) > 1 and not doc.is_list):
+            raise KeyFormatError(f"{at}: accept value {a!r} is not one of the instruction's {list(doc.words)}")
+    return sets
 
 
 def _regex(value: object, where: str, flags: int) -> re.Pattern:
@@ -148,10 +246,11 @@ def final_answer(message: str) -> str | None:
 
 
 def find_citations(text: str) -> list[tuple[str, str, str | None]]:
-    """(path, start, end or None) of every CITATION match, left to right. A match's path is the whole run of
-    path characters before a `:DIGITS` (after the previous match), valid when it ends in `.EXT`."""
+    """(path, start, end or None) of every `PATH.EXT:START[-END]`, left to right, in linear time. A match's
+    path is the whole run of path characters before a `:DIGITS` (after the previous match), valid when it
+    ends in `.EXT`."""
     found: list[tuple[str, str, str | None]] = []
-    done = 0  # end of the previous match: the regex never reuses its characters
+    done = 0  # end of the previous match: never reuse its characters
     for m in _LINES.finditer(text):
         i = m.start()
         while i > done and text[i - 1] in _PATH_CHARS:
@@ -164,10 +263,10 @@ def find_citations(text: str) -> list[tuple[str, str, str | None]]:
     return found
 
 
-def citations(block: str, workspace: Path) -> list[Citation]:
+def citations(text: str, workspace: Path) -> list[Citation]:
     prefixes = sorted({str(workspace).rstrip("/") + "/", str(workspace.resolve()).rstrip("/") + "/"}, key=len)
     found = []
-    for path, first, last in find_citations(block):
+    for path, first, last in find_citations(text):
         for prefix in reversed(prefixes):  # the longer of the two spellings first
             if path.startswith(prefix):
                 path = path[len(prefix) :]
@@ -176,70 +275,220 @@ def citations(block: str, workspace: Path) -> list[Citation]:
             path = path[2:]
         start = int(first)
         end = int(last) if last is not None else start
-        text = f"{path}:{first}" + (f"-{last}" if last is not None else "")
-        found.append(Citation(text, path, start, end))
+        found.append(Citation(f"{path}:{first}" + (f"-{last}" if last is not None else ""), path, start, end))
     return found
 
 
-def _resolve(c: Citation, workspace: Path, cache: dict[str, list[str] | None]) -> list[str] | None:
-    """The cited file's lines, or None when the file or the range does not exist in the workspace."""
-    if c.path not in cache:
-        root = workspace.resolve()
-        lines = None
-        try:  # a name too long or a symlink loop is a citation that does not exist, not a crash
-            target = (root / c.path).resolve()
-            if target.is_relative_to(root) and target.is_file():
-                lines = read_lines(target)
-        except (OSError, RuntimeError):
-            lines = None
-        cache[c.path] = lines
-    lines = cache[c.path]
-    if lines is None or not 1 <= c.start <= c.end <= len(lines):
-        return None
-    return lines
+class Resolver:
+    """Cited paths to workspace files by the rules root, package, suffix; caches lines and the file list."""
+
+    def __init__(self, workspace: Path, framework: str):
+        self.root = workspace.resolve()
+        self.framework = framework
+        self.files: list[str] | None = None
+        self.lines: dict[str, list[str]] = {}
+        self.rules: dict[str, tuple[str, str] | str] = {}
+        """cited path -> (workspace path, rule), or the reason it does not resolve."""
+
+    def _file(self, rel: str) -> bool:
+        try:  # a name too long or a symlink loop is a path that does not exist, not a crash
+            target = (self.root / rel).resolve()
+            return target.is_relative_to(self.root) and target.is_file()
+        except (OSError, RuntimeError, ValueError):
+            return False
+
+    def _all_files(self) -> list[str]:
+        if self.files is None:
+            self.files = []
+            for dirpath, dirnames, filenames in os.walk(self.root):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                rel = Path(dirpath).relative_to(self.root).as_posix()
+                self.files += [f if rel == "." else f"{rel}/{f}" for f in sorted(filenames)]
+        return self.files
+
+    def resolve(self, path: str) -> tuple[str, str] | str:
+        if path not in self.rules:
+            self.rules[path] = self._resolve(path)
+        return self.rules[path]
+
+    def _resolve(self, path: str) -> tuple[str, str] | str:
+        if path.startswith("/") or ".." in path.split("/"):
+            return "an absolute path outside the workspace or a path with '..'"
+        if self._file(path):
+            return (Path(path).as_posix(), "root")
+        packaged = [f"{d}/{path}" for d in PACKAGE_DIRS[self.framework] if self._file(f"{d}/{path}")]
+        if len(packaged) == 1:
+            return (packaged[0], "package")
+        if len(packaged) > 1:
+            return f"matches several files under the package directories: {', '.join(packaged)}"
+        suffix = [f for f in self._all_files() if f.endswith("/" + path)]
+        if len(suffix) == 1:
+            return (suffix[0], "suffix")
+        depth = min((f.count("/") for f in suffix), default=0)
+        shallowest = [f for f in suffix if f.count("/") == depth]
+        if len(shallowest) == 1:  # e.g. torchtitan/distributed/parallel_dims.py, not experiments/*/parallel_dims.py
+            return (shallowest[0], "suffix-shallowest")
+        if suffix:
+            tied = ", ".join(shallowest[:3])
+            return f"a suffix of {len(suffix)} files, {len(shallowest)} of them equally shallow ({tied})"
+        return "no file has this path, under the root, the package or as a suffix"
+
+    def file_lines(self, rel: str) -> list[str]:
+        if rel not in self.lines:
+            self.lines[rel] = read_lines(self.root / rel)
+        return self.lines[rel]
 
 
-def _has_word(text: str, word: str) -> bool:
-    # Underscore is a boundary, so an answer naming `_unflatten` or `pp_size` uses the word.
-    return re.search(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", text, re.IGNORECASE) is not None
+def _problem(c: Citation, resolver: Resolver) -> str:
+    """Why a citation is fabricated, or "" when it resolves to existing lines."""
+    got = resolver.resolve(c.path)
+    if isinstance(got, str):
+        return got
+    n = len(resolver.file_lines(got[0]))
+    return "" if 1 <= c.start <= c.end <= n else f"lines {c.start}-{c.end} are not in {got[0]} ({n} lines)"
 
 
-def check(key: Key, workspace: Path, message: str) -> list[str]:
-    """FAIL lines for an answer (the agent's whole final message); empty when it passes."""
+def _lands(c: Citation, slot: SlotKey, resolver: Resolver) -> bool:
+    rel = resolver.resolve(c.path)[0]
+    if c.end - c.start + 1 > MAX_SPAN:
+        return False
+    lines = resolver.file_lines(rel)
+
+    def window(r: Region) -> range:
+        return range(max(c.start - r.slack, 1) - 1, min(c.end + r.slack, len(lines)))
+
+    return any(fnmatch.fnmatchcase(rel, r.file) and any(r.pattern.search(lines[i]) for i in window(r)) for r in slot.at)
+
+
+def slot_values(block: str, known: set[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """({slot: [value per line naming it]}, unknown hyphenated names written as slots in the block's trailing
+    run of slot-shaped lines). The last line naming a slot is its value: the instruction puts the slot lines
+    after the explanation, whose lines may start alike (`- all-reduce: ...` there is prose, not a slot)."""
+    lines = block.splitlines()
+    tail = len(lines)
+    while tail > 0 and (not lines[tail - 1].strip() or _SLOT_LINE.match(lines[tail - 1])):
+        tail -= 1
+    values: dict[str, list[str]] = {}
+    unknown = []
+    for i, line in enumerate(lines):
+        m = _SLOT_LINE.match(line)
+        if not m:
+            continue
+        if m["name"] in known:
+            values.setdefault(m["name"], []).append(m["value"].strip())
+        elif "-" in m["name"] and i >= tail:
+            unknown.append(m["name"])
+    return values, unknown
+
+
+def code_names(block: str) -> list[str]:
+    """The code-like names written in backticks (`snake_case`, `CamelCase`, `UPPER_CASE`, 4+ characters)."""
+    names = (w for span in _BACKTICKS.findall(block) for w in _IDENT.findall(span))
+    return list(dict.fromkeys(w for w in names if len(w) >= 4 and _CODE_LIKE.search(w)))
+
+
+def absent_names(names: list[str], workspace: Path) -> list[str]:
+    """The names no text file of the workspace contains, as a case-blind substring (`pos_freqs` is in
+    `pos_freqs_F`; `LayerNorm` in `input_layernorm`, so naming what the framework does not use passes)."""
+    left = {n.lower() for n in names}
+    for dirpath, dirnames, filenames in os.walk(workspace):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for f in filenames:
+            if not left:
+                return []
+            if f.endswith(TEXT_SUFFIXES):
+                text = Path(dirpath, f).read_bytes().decode("utf-8", errors="replace").lower()
+                left = {n for n in left if n not in text}
+    return [n for n in names if n.lower() in left]
+
+
+def _check_choice(slot: SlotKey, value: str, cited_files: set[str]) -> str:
+    """A FAIL reason, or "" when the choice is accepted. Where the key has `accept_by_file`, the value must be
+    accepted for every glob that a file cited in the answer's citation slots matches (the model family the
+    answer describes); `accept` applies when it cites none of them."""
+    head = value.lower().replace("`", "").replace("*", "")
+    if slot.doc.is_list:
+        words = frozenset(_WORD.findall(re.split(r"[(\u2014;]| - ", head, maxsplit=1)[0])) - _LIST_FILLERS
+    else:
+        first = _WORD.match(head.strip())
+        words = frozenset([first[0].rstrip("-")]) if first else frozenset()
+    listed = ", ".join(slot.doc.words)
+    if not words or words - set(slot.doc.words):
+        return f"{slot.doc.name}: {value!r} is not a choice the instruction lists ({listed})"
+    families = [(glob, sets) for glob, sets in slot.by_file if any(fnmatch.fnmatchcase(f, glob) for f in cited_files)]
+    for glob, sets in families:
+        if words not in sets:
+            said = ", ".join(sorted(words))
+            return f"{slot.doc.name}: {said} is wrong for {glob}, which the answer cites (wanted: {slot.what})"
+    if not families and words not in slot.accept:
+        return f"{slot.doc.name}: {', '.join(sorted(words))} is wrong (wanted: {slot.what})"
+    return ""
+
+
+def _check_citation_slot(slot: SlotKey, value: str, workspace: Path, resolver: Resolver) -> str:
+    name = slot.doc.name
+    cited = citations(value, workspace)
+    says_absent = re.match(r"[`*_\s]*absent\b", value, re.IGNORECASE) is not None
+    if says_absent and slot.absent == "no":
+        return f"{name}: says absent, but the framework has it ({slot.what})"
+    if not says_absent and slot.absent == "yes":
+        return f"{name}: cites {value!r}, but the framework lacks it; wanted absent and the evidence ({slot.what})"
+    if not cited:
+        return f"{name}: no path:LINE citation in {value!r}"
+    if len(cited) > MAX_CITATIONS:
+        return f"{name}: {len(cited)} citations; a citation slot takes one or two"
+    for c in cited:
+        problem = _problem(c, resolver)
+        if problem:
+            return f"{name}: citation {c.text} is fabricated: {problem}"
+        if not _lands(c, slot, resolver):
+            where = resolver.resolve(c.path)[0]
+            span = f"; over {MAX_SPAN} lines" if c.end - c.start + 1 > MAX_SPAN else ""
+            return f"{name}: {c.text} ({where}{span}) is not where this happens (wanted: {slot.what})"
+    return ""
+
+
+def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list[str], list[str]]:
+    """(FAIL lines, `resolved:` note lines) for an answer (the agent's whole final message)."""
     block = final_answer(message)
     if block is None:
-        return ["FAIL: no <final-answer> block (a line <final-answer>, the answer, a line </final-answer>)"]
+        return ["FAIL: no <final-answer> block (a line <final-answer>, the answer, a line </final-answer>)"], []
+    resolver = Resolver(workspace, framework)
     fails: list[str] = []
-    cache: dict[str, list[str] | None] = {}
-    good: list[tuple[Citation, list[str]]] = []
-    for c in citations(block, workspace):
-        lines = _resolve(c, workspace, cache)
-        if lines is None:
-            line = f"FAIL: citation {c.text} does not exist (fabricated)"
-            if line not in fails:
-                fails.append(line)
+    notes: list[str] = []
+    for c in citations(block, workspace):  # the explanation's too: noted, scored only in a slot
+        problem = _problem(c, resolver)
+        got = resolver.resolve(c.path)
+        line = f"note: citation {c.text} does not resolve: {problem}" if problem else ""
+        if line and line not in notes:
+            notes.append(line)
+        if not isinstance(got, str) and got[1] != "root":
+            note = f"resolved: {c.path} -> {got[0]} (rule: {got[1]})"
+            if note not in notes:
+                notes.append(note)
+    for name in absent_names(code_names(block), workspace):
+        fails.append(f"FAIL: names `{name}`, which no file of the workspace contains (another version's or invented)")
+    values, unknown = slot_values(block, {s.doc.name for s in key.slots})
+    fails += [f"FAIL: {name}: not a slot of this question" for name in dict.fromkeys(unknown)]
+    cited_files = {
+        got[0]
+        for slot in key.slots
+        if slot.doc.kind == "citation" and values.get(slot.doc.name)
+        for c in citations(values[slot.doc.name][-1], workspace)
+        if not isinstance(got := resolver.resolve(c.path), str)
+    }
+    for slot in key.slots:
+        given = values.get(slot.doc.name, [])
+        if not given:
+            fails.append(f"FAIL: {slot.doc.name}: missing (a line `{slot.doc.name}: ...` in the final block)")
+            continue
+        if slot.doc.kind == "choice":
+            why = _check_choice(slot, given[-1], cited_files)
         else:
-            good.append((c, lines))
-    for fact in key.facts:
-        cited = [(c, lines) for c, lines in good if fnmatch.fnmatchcase(c.path, fact.file)]
-        short = [(c, lines) for c, lines in cited if c.end - c.start + 1 <= MAX_SPAN]
-        hit = any(
-            fact.pattern.search(lines[i])
-            for c, lines in short
-            for i in range(max(c.start - SLACK, 1) - 1, min(c.end + SLACK, len(lines)))
-        )
-        if not cited:
-            fails.append(f"FAIL: {fact.name}: no citation of {fact.file} ({fact.what})")
-        elif not hit:
-            spans = ", ".join(c.text for c, _ in cited)
-            why = f"no cited range of {fact.file} (within {SLACK} lines) has a line matching /{fact.pattern.pattern}/"
-            if len(short) < len(cited):
-                why += f"; citations over {MAX_SPAN} lines count for nothing"
-            fails.append(f"FAIL: {fact.name}: {why} (cited: {spans}; wanted: {fact.what})")
-        missing = [w for w in fact.words if not _has_word(block, w)]
-        if missing:
-            fails.append(f"FAIL: {fact.name}: the final answer does not use the word(s) {', '.join(missing)}")
-    return fails
+            why = _check_citation_slot(slot, given[-1], workspace, resolver)
+        if why:
+            fails.append(f"FAIL: {why}")
+    return fails, notes
 
 
 def main(key_path: Path, argv: list[str] | None = None) -> int:
@@ -261,6 +510,6 @@ def main(key_path: Path, argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"FAIL: cannot read the answer {args.answer}: {e}")
         return 1
-    fails = check(key, args.workspace, message)
-    print("\n".join(fails) if fails else "PASS")
+    fails, notes = check(key, args.workspace, message, args.framework)
+    print("\n".join(notes + (fails or ["PASS"])))
     return 1 if fails else 0

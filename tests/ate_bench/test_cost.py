@@ -110,9 +110,11 @@ def test_a_glob_fact_counts_its_nearest_file_once(tmp_path):
     key.parent.mkdir()
     key.write_text(
         "[pithtrain]\nterm = 'x = 1'\n"
-        '[[pithtrain.facts]]\nname = "f1"\nfile = "fw/[ab].py"\n'
-        '[[pithtrain.facts]]\nname = "f2"\nfile = "fw/a.py"\n'
-        '[[pithtrain.facts]]\nname = "f3"\nfile = "fw/none.py"\n'
+        '[pithtrain.f1]\nwhat = "w"\nat = [ { file = "fw/[ab].py", pattern = "x" } ]\n'
+        '[pithtrain.f2]\nwhat = "w"\n'
+        'at = [ { file = "fw/none.py", pattern = "x" }, { file = "fw/a.py", pattern = "x" } ]\n'
+        '[pithtrain.f3]\nwhat = "w"\nat = [ { file = "fw/none.py", pattern = "x" } ]\n'
+        '[pithtrain.choice]\nwhat = "w"\naccept = ["a"]\n'
     )
     task = TaskSpec(
         id="qa-01",

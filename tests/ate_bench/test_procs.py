@@ -1,7 +1,11 @@
 """The time limit kills the agent's whole process tree, including processes that left its group."""
 
 import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from ate_bench.procs import is_alive, run_process_tree
 
@@ -48,3 +52,31 @@ def test_clean_exit_is_not_a_timeout(tmp_path):
         stderr_path=tmp_path / "stderr",
     )
     assert not result.timed_out and result.returncode == 3
+
+
+def test_ctrl_c_of_the_harness_ends_the_agent(tmp_path):
+    """SIGINT reaches the harness alone (the agent leads its own session): the agent must not outlive it."""
+    harness = (
+        "import os, sys; from pathlib import Path; from ate_bench.procs import run_process_tree\n"
+        "run_process_tree(['bash', '-c', sys.argv[1]], Path('.'), {'PATH': os.environ['PATH']}, 300,\n"
+        "                 lambda t, line: print(line, flush=True), Path('stderr'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", harness, AGENT], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    files = [tmp_path / f"{name}.pid" for name in ("child", "grandchild", "escaped")]
+    pids: list[int] = []
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 10
+        while not all(f.is_file() and f.read_text().strip() for f in files) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = [int(f.read_text()) for f in files]
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+        assert not [p for p in pids if is_alive(p)]
+    finally:  # a failure here must not leave the fake agent running
+        for pid in [proc.pid, *pids]:
+            if is_alive(pid):
+                os.kill(pid, signal.SIGKILL)

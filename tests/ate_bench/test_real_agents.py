@@ -80,6 +80,15 @@ def test_qa_gold_trajectory_passes_measures_what_was_served_and_leaks_no_secret(
     assert rec["agent"]["kind"] == "pipeline-check" and rec["agent"]["cli_version"] == version
     assert rec["agent"]["version"] == version  # the CLI's own transcript says the same version
     _check_measured_equals_served(rec, run_dir, t0, t1)
+    # The files the trajectory read reached the model: their first line is in a later request.
+    bodies = [json.dumps(r["body"]) for r in _requests(run_dir) if r["kind"] == "turn"]
+    reads = [t["text"] for t in json.loads((run_dir / runner.SCRIPTED_TRAJECTORY_FILE).read_text())["turns"]]
+    reads = reads[: len(reads) - 1]  # the last turn is the final answer
+    assert reads
+    for path in reads:
+        once = json.dumps((Path(rec["workspace"]) / path).read_text().splitlines()[0])[1:-1]
+        twice = json.dumps(once)[1:-1]  # mini-swe-agent hands the output over inside a JSON document
+        assert any(once in b or twice in b for b in bodies[1:]), f"{path}: its text never reached the model"
     # The canary in the caller's environment reaches neither the model nor the workspace.
     assert canary not in (run_dir / runner.REQUESTS_FILE).read_text()
     workspace = Path(rec["workspace"])
@@ -153,9 +162,11 @@ def test_a_never_ending_run_is_killed_at_the_limit_with_its_tree(agent, tmp_path
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_child_that_ignores_sigterm_does_not_outlive_the_run(agent, tmp_path):
-    """Claude Code runs each Bash command in a session of its own: without reaper.py this child went to init."""
+    """Claude Code runs each Bash command in a session of its own: without reaper.py this child went to init.
+    Run without the sandbox, whose PID namespace would end it anyway: the reaper is what `--no-sandbox` has."""
     _require(agent)
-    rec, run_dir, _, _ = _run(agent, "qa-01", tmp_path, scripted=str(TRAJECTORIES / "ignores-sigterm.json"))
+    trajectory = str(TRAJECTORIES / "ignores-sigterm.json")
+    rec, run_dir, _, _ = _run(agent, "qa-01", tmp_path, scripted=trajectory, sandbox=False)
     outputs = [json.dumps(r["body"]) for r in _requests(run_dir) if r["kind"] == "turn"]
     assert any("child-started" in b for b in outputs)  # the tool call ran
     assert _left_in(tmp_path / "work") == []

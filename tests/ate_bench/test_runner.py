@@ -137,7 +137,8 @@ def test_no_skills_keeps_agents_md_and_records_what_went(dirs):
 def test_report_groups_by_everything_that_changes_a_run(dirs, capsys):
     _run("qa-01", "gold", dirs)
     _run("qa-01", "gold", dirs)
-    records = load_records(dirs["results_dir"])
+    records, bad = load_records(dirs["results_dir"])
+    assert bad == []
     text = report(records)
     assert "Harness validation (gold/noop: not agent results)" in text
     assert "Agent results" not in text
@@ -212,7 +213,7 @@ def test_a_checker_that_raises_is_an_error_with_its_traceback(tmp_path, dirs, ca
     argv += ["--agent", "gold", "--results-dir", str(dirs["results_dir"]), "--work-root", str(dirs["work_root"])]
     assert main(argv) == 3
     assert "ERROR: checker raised (exit 1): RuntimeError: checker bug" in capsys.readouterr().out
-    (rec,) = load_records(dirs["results_dir"])
+    (rec,) = load_records(dirs["results_dir"])[0]
     assert rec["verdict"]["status"] == "ERROR" and not rec["verdict"]["passed"]
     assert "Traceback (most recent call last)" in rec["verdict"]["traceback"]
     # A checker that exits 0 without PASS breaks its contract: ERROR too, never the agent's FAIL.
@@ -301,4 +302,63 @@ def test_cannot_start_records_nothing(dirs, monkeypatch, capsys):
     argv += ["--framework", "pithtrain", "--agent", "mini-swe-agent", "--work-root", str(dirs["work_root"])]
     assert main(argv) == 2
     assert "cannot start" in capsys.readouterr().err
+    assert not dirs["results_dir"].exists() and not dirs["work_root"].exists()
+
+
+def test_a_bad_record_is_named_and_the_report_goes_on(dirs, capsys):
+    _run("qa-02", "gold", dirs)
+    results = dirs["results_dir"]
+    for name, text in (("truncated", '{"schema": "ate-bench-run-1", "run'), ("empty-verdict", None), ("binary", None)):
+        (results / name).mkdir()
+        if name == "binary":
+            (results / name / "record.json").write_bytes(b"\xff\xfe\x00junk")
+        elif name == "empty-verdict":
+            (results / name / "record.json").write_text(json.dumps({"schema": "ate-bench-run-1", "verdict": {}}))
+        else:
+            (results / name / "record.json").write_text(text)
+    assert main(["report", "--results-dir", str(results)]) == 2
+    out, err = capsys.readouterr()
+    assert "| qa-02 |" in out and "| 1 | 1/1 |" in out  # the good record still makes its row
+    lines = err.splitlines()
+    assert len(lines) == 3, err
+    for name in ("binary", "empty-verdict", "truncated"):
+        (line,) = [x for x in lines if f"{results / name / 'record.json'}: not a run record" in x]
+        assert line.endswith("left out of the report")
+
+
+def test_a_broken_task_elsewhere_does_not_stop_a_run(tmp_path, dirs, capsys):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TOY_TASKS, tasks)
+    (tasks / "qa" / "half-written").mkdir()
+    (tasks / "qa" / "half-written" / "task.toml").write_text('id = "qa-09"\ntitle = \n')
+    (tasks / "operate" / "bad").mkdir()
+    (tasks / "operate" / "bad" / "task.toml").write_text('id = "operate-07"\nunknown_field = 1\n')
+    argv = ["--tasks-dir", str(tasks), "run", "--task", "qa-02", "--framework", "pithtrain", "--agent", "gold"]
+    argv += ["--results-dir", str(dirs["results_dir"]), "--work-root", str(dirs["work_root"])]
+    assert main(argv) == 0, capsys.readouterr()
+    # The broken one itself still says what is wrong with it, in one line.
+    assert main([*argv[:4], "operate-07", *argv[5:]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown field 'unknown_field'" in err
+    assert main([*argv[:4], "qa-99", *argv[5:]]) == 2
+    err = capsys.readouterr().err
+    assert "no task 'qa-99'" in err and f"give no id: {tasks / 'qa' / 'half-written' / 'task.toml'}" in err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--repeat", "0"], "--repeat 0 is not allowed: give the number of runs, at least 1"),
+        (["--repeat", "-2"], "--repeat -2 is not allowed"),
+        (["--time-limit-s", "-5"], "--time-limit-s -5 is not allowed: give a number of seconds > 0"),
+        (["--time-limit-s", "0"], "--time-limit-s 0 is not allowed"),
+        (["--time-limit-s", "nan"], "--time-limit-s nan is not allowed"),
+    ],
+)
+def test_bad_run_counts_and_limits_get_one_line(flags, message, dirs, capsys):
+    argv = ["--tasks-dir", str(TOY_TASKS), "run", "--task", "qa-02", "--framework", "pithtrain", "--agent", "gold"]
+    argv += ["--results-dir", str(dirs["results_dir"]), "--work-root", str(dirs["work_root"]), *flags]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and message in err, err
     assert not dirs["results_dir"].exists() and not dirs["work_root"].exists()

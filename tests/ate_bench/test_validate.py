@@ -9,7 +9,7 @@ import pytest
 from ate_bench import validate
 from ate_bench.__main__ import main
 from ate_bench.tasks import TaskSpec
-from ate_bench.validate import cases_for, shifted, stripped
+from ate_bench.validate import cases_for, shifted, stripped, with_right_citations
 
 TOY_TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "tasks"
 
@@ -38,6 +38,56 @@ def test_shift_and_strip_every_citation():
     assert stripped(msg) == "See  and .\n<final-answer>\n\n</final-answer>\n"
 
 
+def test_right_citations_are_added_to_the_same_slots_and_the_explanation():
+    correct = "<final-answer>\nWhy.\nentry: a.py:3\nkind: fused\nname: b.toml:1-2, c.py:9\n</final-answer>\n"
+    wrong = "Notes a.py:1\n<final-answer>\nentry: x.py:5\nentry: z.py:7\nkind: separate\n"
+    wrong += "name: absent, y.py:1\n</final-answer>\n"
+    assert with_right_citations(wrong, correct) == (
+        "Notes a.py:1\n<final-answer>\nThe lines that show it: a.py:3, b.toml:1-2, c.py:9.\nentry: x.py:5\n"
+        "entry: z.py:7, a.py:3\nkind: separate\nname: absent, y.py:1, b.toml:1-2, c.py:9\n</final-answer>\n"
+    )
+
+
+def test_blind_answers_are_cells_with_rates_per_set(tmp_path, capsys):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TOY_TASKS, tasks)
+    lines = {"entry": ("pithtrain/__main__.py", "def main("), "name": ("pyproject.toml", 'name = "pithtrain"')}
+    root = Path(__file__).resolve().parents[2]
+    at = {
+        k: next(i for i, t in enumerate((root / f).read_text().splitlines(), 1) if t.startswith(s))
+        for k, (f, s) in lines.items()
+    }
+    right = f"entry: pithtrain/__main__.py:{at['entry']}\nname: pyproject.toml:{at['name']}\n"
+    blind = tasks / "qa" / "toy-cli" / "blind" / "setA" / "pithtrain"
+    blind.mkdir(parents=True)
+    (blind / "correct-1.md").write_text(f"<final-answer>\nmain and the metadata.\n{right}</final-answer>\n")
+    wrong = "<final-answer>\nThe entry is the config module.\nentry: pithtrain/config.py:1\n"
+    wrong += "name: pyproject.toml:1\n</final-answer>\n"
+    (blind / "wrong-1.md").write_text(wrong)
+    (blind / "wrong-1.why").write_text("config.py is not the entry point")
+    (blind / "wrong-2.md").write_text(f"<final-answer>\nRight after all.\n{right}</final-answer>\n")
+    (blind / "wrong-2.md.adjudicated").write_text("correct: its slots are right")
+    (tasks / "qa" / "blind_sets.toml").write_text('[setA]\npithtrain_commit = "HEAD"\n')
+    code, rec = _validate(tmp_path, tasks, "qa-02")
+    assert code == 0, capsys.readouterr().out
+    cells = _cells(rec)
+    assert cells[("qa-02", "", "setA/correct-1.md")]["verdict"] == "PASS"
+    assert cells[("qa-02", "", "setA/wrong-1.md")]["verdict"] == "FAIL"
+    # The wrong answer with the correct one's citations appended still fails: its first citation lands nowhere.
+    assert cells[("qa-02", "", "setA/wrong-1+cited.md")]["kind"] == "blind-cited"
+    assert cells[("qa-02", "", "setA/wrong-1+cited.md")]["verdict"] == "FAIL"
+    assert cells[("qa-02", "", "setA/wrong-2.md [adjudicated correct]")]["expected"] == "PASS"
+    rates = {"correct_pass": 2, "correct": 2, "wrong_fail": 1, "wrong": 1, "cited_fail": 1, "cited": 1}
+    assert rec["summary"]["blind"] == {"setA": {"pithtrain": rates}}
+    assert "blind setA pithtrain: correct PASS 2/2, wrong FAIL 1/1" in capsys.readouterr().out
+    # Written against another pithtrain tree: its literal lines may have moved, so the cells are not run.
+    (tasks / "qa" / "blind_sets.toml").write_text('[setA]\npithtrain_commit = "f5218b9"\n')
+    code, rec = _validate(tmp_path, tasks, "qa-02")
+    cell = _cells(rec)[("qa-02", "", "setA/correct-1.md")]
+    assert code == 0 and cell["verdict"] == "not run"
+    assert cell["reasons"] == ["pithtrain/ or examples/ differ from f5218b9, the tree setA's writers read"]
+
+
 def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
     code, rec = _validate(tmp_path, TOY_TASKS, "operate-01", "qa-0[23]")
     out = capsys.readouterr().out
@@ -45,6 +95,7 @@ def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
     assert rec["schema"] == "ate-bench-validation-1"
     assert {"commit", "dirty_paths", "host", "command", "date", "seconds", "workspaces", "tasks"} <= set(rec)
     assert len(rec["workspaces"]["pithtrain"]["tree_sha256"]) == 64
+    assert rec["sandbox"] == {"isolated": True}  # the checkers ran in the sandbox
     assert "qa/toy-cli/key.toml" in rec["tasks"]["qa-02"]["files"]
     cells = _cells(rec)
     expected_qa = ["gold", "noop", "fabricated.md", "wrong-lines.md", "wrong-mechanism.md", "shifted", "stripped"]
@@ -61,7 +112,7 @@ def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
         cell = cells[("operate-01", profile, "gold")]
         assert cell["verdict"] == "not run"
         assert cell["reasons"] == [f"profile {profile} needs {n} GPU(s); this machine has 0"]
-    assert rec["summary"] == {"cells": 25, "as_expected": 19, "unexpected": 0, "not_run": 6}
+    assert rec["summary"] == {"cells": 25, "as_expected": 19, "unexpected": 0, "not_run": 6, "blind": {}}
     assert "qa-02       pithtrain   -      gold:PASS noop:FAIL" in out and "record: " in out
 
 

@@ -108,7 +108,7 @@ def test_pypi_materialization_of_torchtitan(tmp_path):
         first = materialize("torchtitan", tmp_path / "ws1", mode="pypi", cache_dir=tmp_path / "cache")
     except NetworkError as e:
         pytest.skip(f"package index unreachable: {str(e).splitlines()[0]}")
-    assert first.mode == "pypi" and first.version == "torchtitan==0.3.0"
+    assert first.mode == "pypi" and first.version == "torchtitan==0.2.2"
     assert first.source["sha256"] == fw.pypi_sha256
     assert (first.path / "torchtitan" / "__init__.py").is_file()
     assert (tmp_path / "cache" / "pypi" / fw.pypi_filename).is_file()
@@ -125,10 +125,10 @@ def test_unreachable_index_is_a_network_error(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("PIP_RETRIES", "1")
     monkeypatch.setenv("PIP_TIMEOUT", "2")
-    with pytest.raises(NetworkError, match="torchtitan==0.3.0"):
+    with pytest.raises(NetworkError, match="torchtitan==0.2.2"):
         materialize("torchtitan", tmp_path / "ws", mode="pypi", cache_dir=tmp_path / "cache")
     # The download says what it fetches and passes pip's lines through as they come (progress).
     err = capfd.readouterr().err
-    assert "ate_bench: downloading torchtitan==0.3.0 (sdist, once; cached in" in err
+    assert "ate_bench: downloading torchtitan==0.2.2 (sdist, once; cached in" in err
     assert "  pip: " in err
     assert not (tmp_path / "ws").exists()  # the failed start left no workspace
