@@ -9,6 +9,7 @@ passed --no-sandbox (the record says which).
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -150,6 +151,14 @@ def _minimal_env(names: tuple[str, ...], home: Path, tmp: Path) -> dict[str, str
     return {**env, "HOME": str(home), "TMPDIR": str(tmp)}
 
 
+def _checker_packages() -> list[Path]:
+    """pithtrain as the harness's Python imports it: operate checkers import it, and an editable install (a
+    nox session's `pip install -e .`) points into this checkout, which the sandbox hides: operate-02's
+    checker then raised "No module named 'pithtrain.config'" under `nox -s ate`."""
+    spec = importlib.util.find_spec("pithtrain")  # a namespace package: its folders, no origin
+    return [Path(p) for p in (spec.submodule_search_locations or []) if os.path.isdir(p)] if spec else []
+
+
 def run_checker(
     task: TaskSpec,
     framework: str,
@@ -180,7 +189,8 @@ def run_checker(
     env = {**_minimal_env(BASE_ENV, home, home), "PYTHONDONTWRITEBYTECODE": "1"}
     if isolated:
         hidden = _hidden(task.dir.parent.parent, log_dir, workspace.parent)
-        box = sandbox.make_sandbox([workspace, home], [task.dir.parent, answer], hidden, env.get("PATH", ""), argv[0])
+        readable = [task.dir.parent, answer, *_checker_packages()]
+        box = sandbox.make_sandbox([workspace, home], readable, hidden, env.get("PATH", ""), argv[0])
         argv = sandbox.wrap(argv, box)
     done = run_process_tree(
         argv,
