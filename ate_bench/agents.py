@@ -40,7 +40,7 @@ MINI_KEY_BY_PROVIDER = {
     "openrouter": "OPENROUTER_API_KEY",
 }
 CLAUDE_EDIT_TOOLS = "Edit,MultiEdit,Write,NotebookEdit"
-# Where `make agents` installs the pinned CLIs (Makefile: the versions); looked up there before PATH.
+# Where `make agents` installs the pinned CLIs (Makefile: the versions); used where PATH has none.
 AGENTS_DIR = REPO_ROOT / ".agents"
 # A scripted endpoint's model name and key: placeholders, never a credential.
 SCRIPTED_MODEL = "scripted"
@@ -90,7 +90,7 @@ def make_launch(
     """
     read_only = task.tools == "read-only"
     missing: list[str] = []  # a missing CLI and missing credentials are both said at once
-    cli, cli_version = installed_cli(agent)
+    cli, cli_version = installed_cli(agent, environ.get("PATH"))
     if agent == "claude-code":
         model = model or (SCRIPTED_MODEL if endpoint else "")
         argv = [cli, "-p", prompt, "--output-format", "stream-json", "--verbose"]
@@ -159,26 +159,25 @@ def make_launch(
     return AgentLaunch(argv, {**extra, **keys}, secrets, cli_version, readable)
 
 
-def installed_cli(agent: str) -> tuple[str, str]:
-    """(command, version) of the agent's CLI: the pinned copy `make agents` installed under .agents/, else the
-    bare name, looked up on PATH, whose version then comes from the transcript alone ("" here)."""
+def installed_cli(agent: str, path_env: str | None) -> tuple[str, str]:
+    """(command, version) of the agent's CLI: one on PATH comes first (its version then comes from the
+    transcript alone: "" here); else the pinned copy `make agents` installed under .agents/."""
     npm = AGENTS_DIR / "npm" / "node_modules"
     if agent == "claude-code":
-        name, package = "claude", npm / "@anthropic-ai" / "claude-code" / "package.json"
+        name, cli, package = "claude", npm / ".bin" / "claude", npm / "@anthropic-ai" / "claude-code" / "package.json"
     elif agent == "codex":
-        name, package = "codex", npm / "@openai" / "codex" / "package.json"
+        name, cli, package = "codex", npm / ".bin" / "codex", npm / "@openai" / "codex" / "package.json"
     elif agent == "mini-swe-agent":
-        dist = sorted(AGENTS_DIR.glob("mini/lib/python*/site-packages/mini_swe_agent-*.dist-info"))
-        cli = AGENTS_DIR / "mini" / "bin" / "mini"
-        if dist and cli.is_file():
-            return str(cli), dist[0].name.removeprefix("mini_swe_agent-").removesuffix(".dist-info")
-        return "mini", ""
+        name, cli = "mini", AGENTS_DIR / "mini" / "bin" / "mini"
+        found = sorted(AGENTS_DIR.glob("mini/lib/python*/site-packages/mini_swe_agent-*.dist-info"))
+        package = found[0] if found else AGENTS_DIR / "mini" / "no-mini_swe_agent.dist-info"
     else:
         return "", ""
-    cli = npm / ".bin" / name
-    if package.is_file() and cli.is_file():
-        return str(cli), json.loads(package.read_text())["version"]
-    return name, ""
+    if shutil.which(name, path=path_env) or not (cli.is_file() and package.exists()):
+        return name, ""
+    if package.suffix == ".dist-info":
+        return str(cli), package.name.removeprefix("mini_swe_agent-").removesuffix(".dist-info")
+    return str(cli), json.loads(package.read_text())["version"]
 
 
 def script_launch(script: Path, profile: str) -> AgentLaunch:

@@ -37,9 +37,9 @@ def no_gpus(monkeypatch):
 
 
 def _require(agent: str) -> str:
-    cli, version = installed_cli(agent)
+    cli, version = installed_cli(agent, os.environ.get("PATH"))
     if not version:
-        pytest.skip(f"{agent} is not installed under .agents/: run `make agents`")
+        pytest.skip(f"{agent}: no pinned CLI under .agents/ (run `make agents`), or another one is on PATH")
     return version
 
 
