@@ -1,12 +1,14 @@
 """Sessions: `tests` (pytest, fast tests unless `-- -m ""`), `lint` (ruff), `throughput` (GPU benchmark).
 
 The paper (paper/README.md): `validate`, `ate`, `ablation`, `moba` write records under results/; `figures`
-rebuilds every table and figure of paper/ from the records present; `reproduce` runs everything this machine
-can, then `figures`.
+rebuilds every table and figure into build/paper/ from the records present and compares them with the committed
+reference paper/outputs/ (never overwritten); `reproduce` runs everything this machine can, then the same.
 """
 
 import argparse
+import contextlib
 import fnmatch
+import io
 import json
 import os
 import shutil
@@ -59,13 +61,24 @@ PAPER_DEPS = ("pandas", "seaborn", "matplotlib")
 SMOKE_THROUGHPUT = ("benchmarks/throughput.py", "--smoke", "--out", "results/throughput-smoke")
 
 
-def _paper_env(session, torch: bool) -> None:
-    """pandas/seaborn/matplotlib; with `torch`, the CPU torch pin and pithtrain with its test extra (the smoke
-    runs train, and operate-02's checker loads the Hugging Face export with transformers)."""
+def _paper_env(session, torch: bool, test_extra: bool = True) -> None:
+    """pandas/seaborn/matplotlib; with `torch`, the CPU torch pin and pithtrain, with its test extra unless
+    `test_extra` is False (operate-02's checker loads the Hugging Face export with transformers; the kick-tires
+    subset runs no such checker). Each install says what it fetches and how long it took, and shows pip's
+    progress (a fresh clone spends minutes here)."""
+    steps = []
     if torch:
-        session.install(TORCH_CPU)
-        session.install("-e", ".[test]")
-    session.install(*PAPER_DEPS)
+        steps.append((TORCH_CPU, "the CPU build of torch, about 200 MB on a fresh clone"))
+        if test_extra:
+            steps.append(("-e .[test]", "pithtrain and its test extra (transformers, tensorboard, ...)"))
+        else:
+            steps.append(("-e .", "pithtrain (triton, numpy, safetensors, tokenizers)"))
+    steps.append((" ".join(PAPER_DEPS), "the figures' packages"))
+    for n, (what, why) in enumerate(steps, 1):
+        t0 = time.monotonic()
+        session.log(f"[set-up {n}/{len(steps)}] pip install {what}: {why} ...")
+        session.install(*what.split(), silent=False)
+        session.log(f"[set-up {n}/{len(steps)}] done in {time.monotonic() - t0:.0f} s")
 
 
 def _tasks(globs: list[str]) -> dict:
@@ -91,10 +104,17 @@ def _agent_args(session, default_tasks: list[str]) -> argparse.Namespace:
         help="pipeline check, offline and keyless: the real CLI against a scripted model replaying golds "
         f"({', '.join(t for t, _ in SCRIPTED_RUNS)} on pithtrain, smoke); records and outputs say so",
     )
+    err = io.StringIO()
     try:
-        return p.parse_args(session.posargs)
-    except SystemExit:
-        session.error(f"usage: {p.format_usage().strip()}")
+        with contextlib.redirect_stderr(err):  # argparse's usage and error, said once below as one line
+            return p.parse_args(session.posargs)
+    except SystemExit as e:
+        if e.code == 0:
+            session.skip("help printed")
+        lines = err.getvalue().strip().splitlines()
+        why = " ".join(x.split(": error: ", 1)[1] for x in lines if ": error: " in x)
+        usage = " ".join(x.strip() for x in lines if ": error: " not in x)
+        session.error(f"{why}. {usage} (for example: nox -s {session.name} -- --agent claude-code)")
 
 
 def _cannot_start(agent: str, model: str = "", tasks: dict | None = None, scripted: bool = False) -> str:
@@ -196,9 +216,12 @@ def moba(session):
 
 @nox.session(default=False)
 def figures(session):
-    """Rebuild every table and figure of paper/ from the records present under results/; runs nothing."""
+    """Rebuild every table and figure into build/paper/ from the records present under results/ (runs nothing),
+    then compare them with the committed reference paper/outputs/ (`-- --out paper` refreshes the reference)."""
     _paper_env(session, torch=False)
     session.run("python", "-m", "paper.rebuild", *session.posargs)
+    if "--out" not in session.posargs:
+        session.run("python", "-m", "paper.compare", "--write", "build/paper/compare.md")
 
 
 def _gpu_count() -> int:
@@ -220,6 +243,20 @@ def _gpu_configs() -> list[tuple[str, int, list[str]]]:
     return out
 
 
+def _rebuild_and_compare(session, label: str) -> list[str]:
+    """Every output into build/paper/ (the committed paper/ is the reference and stays as it is), then the table
+    of what moved against it. Returns the steps that failed."""
+    t0, failed = time.monotonic(), []
+    session.log(f"{label} figures: python -m paper.rebuild (into build/paper/)")
+    try:
+        session.run("python", "-m", "paper.rebuild")
+    except nox.command.CommandFailed:
+        failed.append("figures")
+    session.log(f"{label} figures: {time.monotonic() - t0:.0f} s; against the reference paper/outputs/:")
+    session.run("python", "-m", "paper.compare", "--write", "build/paper/compare.md")
+    return failed
+
+
 @nox.session(default=False)
 def reproduce(session):
     """Everything this machine can run, then every output: `nox -s reproduce [-- --kick-tires]`.
@@ -232,7 +269,7 @@ def reproduce(session):
     kick = "--kick-tires" in session.posargs
     label = "[kick-tires]" if kick else "[reproduce]"
     t_setup = time.monotonic()
-    _paper_env(session, torch=True)
+    _paper_env(session, torch=True, test_extra=not kick)
     gpu = _gpu_count() > 0
     profiles = ["smoke", "gpu1"] if gpu else ["smoke"]
     only_pith = ["--frameworks", "pithtrain"] if kick else []
@@ -275,22 +312,21 @@ def reproduce(session):
                      "seconds": round(time.monotonic() - t0), "ok": True})  # fmt: skip
     # What ran, how long, what did not and why: paper/README.md shows the newest of these.
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    from ate_bench.source_stamp import tree_commit
+
+    head, _ = tree_commit(REPO)
     log = {"date": stamp, "commit": head, "kick_tires": kick, "gpus": _gpu_count(), "not_run": not_run}
     log["steps"] = [{"result": "set-up: the session's environment", "command": "pip install ...", "ok": True,
                      "seconds": round(t_all - t_setup)}, *done]  # fmt: skip
     (REPO / "results" / "reproduce").mkdir(parents=True, exist_ok=True)
     (REPO / "results" / "reproduce" / f"{stamp}.json").write_text(json.dumps(log, indent=2) + "\n")
     failed = [d["result"] for d in done if not d["ok"]]
-    t0 = time.monotonic()
-    session.log(f"{label} figures: python -m paper.rebuild")
-    try:
-        session.run("python", "-m", "paper.rebuild")
-    except nox.command.CommandFailed:
-        failed.append("figures")
-    session.log(f"{label} figures: {time.monotonic() - t0:.0f} s")
+    failed += _rebuild_and_compare(session, label)
     for n in not_run:
         session.log(f"{label} not run: {n}")
-    session.log(f"{label} total {time.monotonic() - t_all:.0f} s; outputs in paper/, index paper/README.md")
+    session.log(
+        f"{label} this session {time.monotonic() - t_setup:.0f} s (set-up {t_all - t_setup:.0f} s); outputs in "
+        "build/paper/ (index build/paper/README.md), compared with the reference in build/paper/compare.md"
+    )
     if failed:
         session.error(f"{label} failed: {', '.join(failed)} (outputs still rebuilt from the records present)")

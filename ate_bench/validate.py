@@ -12,9 +12,10 @@ its writer labelled `correct-*` must PASS and `wrong-*` must FAIL, unless `<answ
 otherwise (its first word, `correct:` or `wrong:`, then why); and every wrong one again with the first correct
 answer's slot citations added to its own slots and to its explanation (`+cited`), which must FAIL too. The
 record's `summary.blind` holds the rates per set and framework. pithtrain's blind answers cite lines of the
-tree their writers read (tasks/qa/blind_sets.toml): where pithtrain/ or examples/ have changed since, those
-cells are "not run", with that reason. A profile that needs more GPUs than
-this machine has, or a `[unrunnable]` cell of task.toml, is "not run" with the reason: never passed.
+tree their writers read (tasks/qa/blind_sets.toml), so they are checked against a workspace of that commit's
+tree, not HEAD's (a commit missing from the history makes them "not run", with the reason). A profile that
+needs more GPUs than this machine has, or a `[unrunnable]` cell of task.toml, is "not run" with the reason:
+never passed.
 
 Read-only tasks share one workspace per framework per call (it is checked unchanged, by tree hash,
 after every case); edit tasks get a fresh workspace per case. One record per call (schema below).
@@ -62,6 +63,8 @@ class Case:
     """`shifted` or `stripped`: made from the gold's final message once the gold has run."""
     skip: str = ""
     """Why the case cannot run here (the cell is recorded "not run")."""
+    tree: str = ""
+    """pithtrain: the commit whose tree the answer cites (a blind set's); "" for HEAD."""
 
 
 @dataclass
@@ -139,34 +142,27 @@ def with_right_citations(wrong: str, correct: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-BLIND_CITED_PATHS = ("pithtrain", "examples")
-"""Where pithtrain's blind answers cite literal lines: they hold only while these are as the writers read them."""
-
-
-def pithtrain_moved(task: TaskSpec, set_name: str) -> str:
-    """Why a set's pithtrain answers cannot be checked against this tree ("" when they can): the commit their
-    writers read (tasks/qa/blind_sets.toml) must not differ from HEAD in BLIND_CITED_PATHS."""
+def blind_tree(task: TaskSpec, set_name: str) -> tuple[str, str]:
+    """(the pithtrain commit a set's writers read, from tasks/qa/blind_sets.toml, or "";
+    why it cannot be used, or ""). Its answers are checked against that tree, not HEAD's: they cite its lines."""
     sets_file = task.dir.parent / "blind_sets.toml"
     try:
         commit = tomllib.loads(sets_file.read_text()).get(set_name, {}).get("pithtrain_commit")
     except (OSError, tomllib.TOMLDecodeError) as e:
-        return f"cannot read {sets_file}: {e}"
+        return "", f"cannot read {sets_file}: {e}"
     if not isinstance(commit, str):
-        return f"{sets_file} gives no pithtrain_commit for {set_name} (the commit its writers read)"
-    argv = ["git", "diff", "--quiet", commit, "HEAD", "--", *BLIND_CITED_PATHS]
-    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)
-    if done.returncode == 1:
-        return f"{'/ or '.join(BLIND_CITED_PATHS)}/ differ from {commit[:12]}, the tree {set_name}'s writers read"
-    if done.returncode != 0:
-        return f"git diff {commit[:12]} HEAD failed: {done.stderr.strip()[-200:]}"
-    return ""
+        return "", f"{sets_file} gives no pithtrain_commit for {set_name} (the commit its writers read)"
+    argv = ["git", "cat-file", "-e", f"{commit}^{{commit}}"]
+    if subprocess.run(argv, cwd=REPO_ROOT, capture_output=True).returncode != 0:
+        return "", f"commit {commit[:12]}, the tree {set_name}'s writers read, is not in this repository's history"
+    return commit, ""
 
 
 def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
     """The task's blind answers for `framework`, every set (see the module docstring)."""
     cases = []
     for set_dir in sorted(p for p in (task.dir / "blind").glob("*") if (p / framework).is_dir()):
-        moved = pithtrain_moved(task, set_dir.name) if framework == "pithtrain" else ""
+        tree, moved = blind_tree(task, set_dir.name) if framework == "pithtrain" else ("", "")
         answers = sorted((set_dir / framework).glob("*.md"))
         labelled = []
         for path in answers:
@@ -181,13 +177,13 @@ def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
             name = f"{set_dir.name}/{path.name}{note}"
             text = path.read_text()
             if label == "correct":
-                cases.append(Case(name, "blind-correct", "PASS", message=text, skip=moved))
+                cases.append(Case(name, "blind-correct", "PASS", message=text, skip=moved, tree=tree))
                 continue
-            cases.append(Case(name, "blind-wrong", "FAIL", message=text, skip=moved))
+            cases.append(Case(name, "blind-wrong", "FAIL", message=text, skip=moved, tree=tree))
             if first_correct is not None:
                 cited = f"{set_dir.name}/{path.stem}+cited.md"
                 variant = with_right_citations(text, first_correct)
-                cases.append(Case(cited, "blind-cited", "FAIL", message=variant, skip=moved))
+                cases.append(Case(cited, "blind-cited", "FAIL", message=variant, skip=moved, tree=tree))
     return cases
 
 
@@ -252,7 +248,7 @@ class _Workspaces:
         self.stat_cache: dict[str, dict] = {}  # per shared workspace: tree_sha256's stat cache
         self.n = 0
 
-    def fresh(self, task: TaskSpec, framework: str, profile: str) -> Workspace:
+    def fresh(self, task: TaskSpec, framework: str, profile: str, tree: str = "") -> Workspace:
         if framework not in self.modes:
             self.modes[framework] = resolve_mode(framework, self.source, self.cache_dir)
         self.n += 1
@@ -263,28 +259,34 @@ class _Workspaces:
             mode=mode,
             prepare_dir=task.prepare_dir(framework, profile),
             cache_dir=self.cache_dir,
+            at_commit=tree,
         )
+        if tree:
+            return ws
         self.info.setdefault(framework, {"mode": ws.mode, "version": ws.version, "tree_sha256": ws.tree_sha256})
         return ws
 
-    def get(self, task: TaskSpec, framework: str, profile: str) -> tuple[Workspace, str | None]:
-        """(workspace, its tree hash to hold it to), or (workspace, None) for a one-case workspace."""
+    def get(self, task: TaskSpec, framework: str, profile: str, tree: str = "") -> tuple[Workspace, str | None]:
+        """(workspace, its tree hash to hold it to), or (workspace, None) for a one-case workspace. `tree`: a
+        pithtrain commit other than HEAD (a blind set's), kept apart from HEAD's shared workspace."""
+        key = f"{framework}@{tree}" if tree else framework
         if task.tools == "read-only" and not task.prepare_dir(framework, profile).is_dir():
-            if framework not in self.shared:
-                ws = self.fresh(task, framework, profile)
-                self.stat_cache[framework] = {}
-                self.shared[framework] = (ws, tree_sha256(ws.path, self.stat_cache[framework]))
-            return self.shared[framework]
-        return self.fresh(task, framework, profile), None
+            if key not in self.shared:
+                ws = self.fresh(task, framework, profile, tree)
+                self.stat_cache[key] = {}
+                self.shared[key] = (ws, tree_sha256(ws.path, self.stat_cache[key]))
+            return self.shared[key]
+        return self.fresh(task, framework, profile, tree), None
 
     def done(self, ws: Workspace, held: str | None) -> str:
         """After a case: a one-case workspace goes; a shared one must be unchanged (else it is remade)."""
         if held is None:
             shutil.rmtree(ws.path, ignore_errors=True)
             return ""
-        if tree_sha256(ws.path, self.stat_cache[ws.framework]) == held:
+        key = next(k for k, (shared, _) in self.shared.items() if shared is ws)
+        if tree_sha256(ws.path, self.stat_cache[key]) == held:
             return ""
-        del self.shared[ws.framework]
+        del self.shared[key]
         shutil.rmtree(ws.path, ignore_errors=True)
         return "the case changed the read-only workspace (its tree hash differs); the next case gets a fresh one"
 
@@ -345,7 +347,7 @@ def validate_row(
             continue
         log_dir = spaces.root / "logs" / f"{task.id}-{framework}-{profile or 'none'}-{i}"
         log_dir.mkdir(parents=True)
-        ws, held = spaces.get(task, framework, profile)
+        ws, held = spaces.get(task, framework, profile, case.tree)
         notes: list[str] = []
         message = case.message
         if case.script is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ate_bench.frameworks import FRAMEWORKS, SOURCE_MODES, FrameworkSource
+from ate_bench.source_stamp import archive_commit, is_checkout
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "pithtrain-ate"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +155,10 @@ def _extract_tar(archive: Path, dest: Path, strip_top: bool, exclude: tuple[str,
 
 
 def repo_state() -> tuple[str, list[str]]:
-    """(HEAD commit, paths with uncommitted changes) of this repository, results/ ignored."""
+    """(commit, paths with uncommitted changes) of this repository, results/ ignored. From a source archive
+    (no .git) the commit is the archive's stamp and no path can be told dirty."""
+    if not is_checkout(REPO_ROOT):
+        return archive_commit(REPO_ROOT), []
     commit = _git("rev-parse", "HEAD", cwd=REPO_ROOT).strip()
     excludes = [f":(exclude){p}" for p in DIRTY_IGNORED]
     status = _git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".", *excludes, cwd=REPO_ROOT)
@@ -170,17 +174,26 @@ def repo_state() -> tuple[str, list[str]]:
     return commit, sorted(dirty)
 
 
-def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace) -> None:
-    commit, ws.dirty_paths = repo_state()
+def _from_repo(fw: FrameworkSource, dest: Path, ws: Workspace, at_commit: str = "") -> None:
+    """This repository at HEAD, or at `at_commit` (a tree that answers were written against)."""
+    if at_commit:
+        commit = _git("rev-parse", "--verify", f"{at_commit}^{{commit}}", cwd=REPO_ROOT).strip()
+        ws.notes.append(f"the tree of commit {commit}, not HEAD (asked for by the caller)")
+    else:
+        commit, ws.dirty_paths = repo_state()
     if ws.dirty_paths:
         ws.notes.append(
             f"this repository has {len(ws.dirty_paths)} uncommitted path(s) (listed in dirty_paths); "
             f"the workspace holds HEAD {commit} only"
         )
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = Path(tmp) / "head.tar"
-        _git("archive", "--format=tar", f"--output={archive}", "HEAD", cwd=REPO_ROOT)
-        _extract_tar(archive, dest, strip_top=False, exclude=fw.exclude)
+    if is_checkout(REPO_ROOT):
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "head.tar"
+            _git("archive", "--format=tar", f"--output={archive}", commit, cwd=REPO_ROOT)
+            _extract_tar(archive, dest, strip_top=False, exclude=fw.exclude)
+    else:
+        _copy_archive_tree(dest, exclude=fw.exclude)
+        ws.notes.append(f"source archive (no .git): the tree as unpacked, stamped commit {commit}")
     ws.mode, ws.version = "repo", commit
     ws.source = {"repo": str(REPO_ROOT), "commit": commit, "excluded": ", ".join(fw.exclude)}
 
@@ -279,6 +292,21 @@ def _from_pypi(fw: FrameworkSource, dest: Path, cache_dir: Path, ws: Workspace) 
     ws.notes.append(f"PyPI mode: {fw.pypi_lacks}")
 
 
+# Made by using the archive, never part of it: left out of a workspace copied from an unpacked source archive.
+_ARCHIVE_LOCAL = (".venv", ".nox", ".agents", "runs", "dist", ".git")
+
+
+def _copy_archive_tree(dest: Path, exclude: tuple[str, ...]) -> None:
+    """An unpacked source archive's files, as `git archive` would have given them, minus `exclude`."""
+    skip = set(exclude) | set(_ARCHIVE_LOCAL)
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        rel = Path(folder).relative_to(REPO_ROOT)
+        return [n for n in names if (rel / n).as_posix() in skip or n == "__pycache__"]
+
+    shutil.copytree(REPO_ROOT, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+
+
 def _without_skills_section(text: str) -> tuple[str, tuple[int, int] | None]:
     """`text` minus its `## Skills` section (heading to the next `#`/`##` heading outside a code fence)."""
     lines = text.splitlines(keepends=True)
@@ -346,8 +374,10 @@ def materialize(
     skills: bool = True,
     prepare_dir: Path | None = None,
     cache_dir: Path = DEFAULT_CACHE_DIR,
+    at_commit: str = "",
 ) -> Workspace:
-    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, baseline."""
+    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, baseline.
+    `at_commit`: pithtrain only, this repository's tree at that commit instead of HEAD."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
     if mode not in SOURCE_MODES:
@@ -355,20 +385,20 @@ def materialize(
     fw = FRAMEWORKS[framework]
     dest.mkdir(parents=True, exist_ok=False)
     try:
-        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir)
+        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir, at_commit)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)  # a failed start leaves no half-made workspace behind
         raise
 
 
 def _materialize(
-    fw: FrameworkSource, dest: Path, mode: str, skills: bool, prepare_dir: Path | None, cache_dir: Path
+    fw: FrameworkSource, dest: Path, mode: str, skills: bool, prepare_dir: Path | None, cache_dir: Path, at_commit: str
 ) -> Workspace:
     framework = fw.name
     ws = Workspace(path=dest, framework=framework, mode="", version="", tree_sha256="", skills="")
 
     if framework == "pithtrain":
-        _from_repo(fw, dest, ws)
+        _from_repo(fw, dest, ws, at_commit)
     elif resolve_mode(framework, mode, cache_dir) == "git":
         _from_git(fw, dest, cache_dir, ws)
     else:

@@ -7,6 +7,8 @@
 # 3. measures the matmul rates of the step's shapes (benchmarks/kernel_probe.py) unless PROBE=0;
 # 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
 # 5. checks PP2 and EP2 against one GPU with NCCL (benchmarks/engine_check.py) when ENGINE=1;
+# 5b. with CKPT=1, measures how long a checkpoint save stops training, sync against async, on the 1.3B shape
+#    (qwen3-30b-a3b-4l cut to 32 experts: benchmarks/checkpoint_stall.py); $OUT/checkpoint_stall.json;
 # 6. with SKILLS=1, runs the GPU forms of three skills (benchmarks/gpu_skills.sh: capture-profile, validate-performance,
 #    estimate-memory) alone on the GPU, since two of them time; $OUT/skills/ gets its log and kernels.csv;
 # 7. with ATE_GPU1=1, runs the gpu1 golds of the operate and feature tasks side by side (tasks/operate/gpu1_golds.sh,
@@ -22,7 +24,7 @@
 #    warm-up and timed steps (default 10,20) (EXTRA adds options, e.g. --both-routings). An entry NAME:OPTIONS adds
 #    options to that config's call alone, e.g.
 #    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
-# 9. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, throughput.txt,
+# 9. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, checkpoint_stall.json, throughput.txt,
 #    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last. Everything ends inside BUDGET_S seconds
 #    (runs that would start too late are recorded as skipped), so the call fits a 600 s limit. Keep the files under
 #    $OUT to 8: the device tool brings back no more.
@@ -90,6 +92,11 @@ if [ "${ENGINE:-0}" = 1 ]; then
   timeout 200 python3 benchmarks/engine_check.py --models "${ENGINE_MODELS:-tiny,mid}" --out /tmp/engine_check \
     > "$OUT/engine_check.log" 2>&1
   echo "engine check: exit $?"; tail -n 8 "$OUT/engine_check.log"; cp /tmp/engine_check/engine_check.json "$OUT/"
+fi
+
+if [ "${CKPT:-0}" = 1 ]; then
+  echo "== checkpoint stall: sync against async saves, 1.3B parameters"
+  timeout "${CKPT_BUDGET_S:-420}" python3 benchmarks/checkpoint_stall.py --out "$OUT" 2>&1 | grep -v "^W1\|OMP_NUM" | tail -n 8
 fi
 
 if [ "${SKILLS:-0}" = 1 ]; then

@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import signal
 import statistics
@@ -531,7 +532,7 @@ def framework_info(name: str) -> dict:
 
 
 def one_run(cfg, framework, mesh, routing, steps, work_root: Path, logs: Path, index: int, timeout_s, smoke):
-    tag = f"{index:02d}-{framework}-{mesh_label(mesh)}-{routing}"
+    tag = f"{index:02d}-{framework}-{mesh_label(mesh, smoke)}-{routing}"
     work = work_root / tag
     work.mkdir(parents=True)
     log_path = logs / f"{tag}.log"
@@ -567,6 +568,7 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
         "schema": SCHEMA,
         "smoke": call["smoke"],
         "call_id": call["id"],
+        "command": call["command"],
         "run_index": call["index"],
         "run_order_seed": call["order_seed"],
         "input_pipeline": INPUT_PIPELINE,
@@ -616,7 +618,10 @@ def make_record(cfg, framework, mesh, routing, steps, result, peak, call, fpt) -
     return rec
 
 
-def mesh_label(mesh: dict) -> str:
+def mesh_label(mesh: dict, cpu: bool = False) -> str:
+    """`PP2xEP2`, `1GPU`; a smoke run on CPU is `CPU` (one process, no GPU)."""
+    if cpu:
+        return "CPU"
     return "x".join(f"{k.upper()}{mesh[k]}" for k in ("pp", "dp", "cp", "ep") if mesh[k] > 1) or "1GPU"
 
 
@@ -630,7 +635,7 @@ def summary(records: list[dict]) -> str:
     ]
     for r in records:
         lines.append(
-            f"{r['label']:20} {r['gpus']:>4} {mesh_label(r['mesh']):6} {r['routing']:8} "
+            f"{r['label']:20} {r['gpus']:>4} {mesh_label(r['mesh'], r['smoke']):6} {r['routing']:8} "
             f"{f(r['tokens_per_s_per_gpu'], ',.0f'):>10} {f(r['mfu_spec'], '.1%'):>7} "
             f"{f(r['mfu_measured_peak'], '.1%'):>7} {f(r['peak_mem_gib'], '.1f'):>7} "
             f"{f(r['peak_mem_nvidia_smi_gib'], '.1f'):>7}  {r['status']} {r['error'][:80]}"
@@ -641,9 +646,9 @@ def summary(records: list[dict]) -> str:
 def ratio_lines(records: list[dict]) -> list[str]:
     """Per mesh and routing: pithtrain's best BF16 run over TorchTitan's best and megatron-core's, FP8 over BF16."""
     lines = []
-    blocks = {(mesh_label(r["mesh"]), r["routing"]) for r in records}
+    blocks = {(mesh_label(r["mesh"], r["smoke"]), r["routing"]) for r in records}
     for mesh, routing in sorted(blocks):
-        block = [r for r in records if (mesh_label(r["mesh"]), r["routing"]) == (mesh, routing)]
+        block = [r for r in records if (mesh_label(r["mesh"], r["smoke"]), r["routing"]) == (mesh, routing)]
 
         def best(pred, block=block):
             return max(
@@ -729,6 +734,50 @@ def select(args) -> tuple[dict, list[str], tuple[int, int], list[dict], list[str
     return cfg, frameworks, steps, meshes, routings
 
 
+def preflight(smoke: bool, frameworks: list[str], gpus: int) -> str:
+    """Why this Python cannot run the call (one line: what is missing and how to get it), or "" when it can.
+    Checked before anything is written, so a call that cannot measure leaves no record behind."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return f"torch is not importable by {sys.executable}: run with the Python that holds torch (a CUDA build)"
+    if smoke:
+        return ""
+    import torch
+
+    if not torch.cuda.is_available():
+        return (
+            f"torch {torch.__version__} sees no CUDA GPU: the comparison needs {gpus} GPU(s) and a CUDA build of torch "
+            "(on a CPU host, `python benchmarks/throughput.py --smoke` checks the pipeline)"
+        )
+    if torch.cuda.device_count() < gpus:
+        return f"{torch.cuda.device_count()} GPU(s) visible, the meshes asked for need {gpus}: pass --gpus N"
+    needs = {"torchtitan": ("torchtitan", "torchtitan==0.2.2"), "megatron-core": ("megatron", "megatron-core==0.19.2")}
+    for prefix, (module, requirement) in needs.items():
+        wanted = [f for f in frameworks if f.startswith(prefix)]
+        if wanted and importlib.util.find_spec(module) is None:
+            return (
+                f"{', '.join(wanted)}: {module} is not importable; `pip install {requirement}` (benchmarks/gpu_run.sh "
+                "carries the wheels), or leave it out with --frameworks"
+            )
+    return ""
+
+
+# Where a call writes and how long it may take: not what it measures, and machine-specific (gpu_run.sh's folders).
+PLACE_OPTIONS = ("--out", "--logs", "--run-timeout", "--deadline")
+
+
+def user_command(argv: list[str]) -> str:
+    """The command a user types for what this call measures: the options of PLACE_OPTIONS left out."""
+    args, skip = [], False
+    for a in argv:
+        if skip or a.split("=")[0] in PLACE_OPTIONS:
+            skip = not skip and "=" not in a and a in PLACE_OPTIONS
+            continue
+        args.append(a)
+    return shlex.join(["python", "benchmarks/throughput.py", *args])
+
+
 def measure_peak_in_child(gpus: int) -> dict:
     res = subprocess.run([sys.executable, __file__, "--measure-peak", str(gpus)], capture_output=True, text=True)
     if res.returncode != 0:
@@ -747,12 +796,17 @@ def main(argv=None) -> int:
         return 0
     started = time.monotonic()
     cfg, frameworks, steps, meshes, routings = select(args)
+    missing = preflight(args.smoke, frameworks, max(m["gpus"] // m["nodes"] for m in meshes))
+    if missing:
+        print(f"throughput: {missing}", file=sys.stderr)
+        return 2
     import torch
 
     commit, dirty = git_state()
     call_id = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{cfg['name']}"
     order_seed = args.order_seed if args.order_seed is not None else time.time_ns() % 2**31
     call = {"id": call_id, "smoke": args.smoke, "git_commit": commit, "git_dirty": dirty, "order_seed": order_seed}
+    call["command"] = user_command(sys.argv[1:] if argv is None else argv)
     call["torch_version"] = torch.__version__
     out = Path(args.out)
     logs = Path(args.logs) if args.logs else out / f"logs-{call_id}"
@@ -767,7 +821,7 @@ def main(argv=None) -> int:
             call["index"] = index
             left = args.deadline - (time.monotonic() - started) if args.deadline else args.run_timeout
             if left < 60:
-                tag = f"{index:02d}-{framework}-{mesh_label(mesh)}-{routing}"
+                tag = f"{index:02d}-{framework}-{mesh_label(mesh, args.smoke)}-{routing}"
                 result = {"status": "skipped", "error": "call deadline reached", "wall_s": 0.0}
                 result |= {"peak_mem_nvidia_smi_gib": None, "log": ""}
             else:

@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ate_bench.source_stamp import tree_commit  # noqa: E402
 from ate_bench.workspace import DEFAULT_CACHE_DIR, file_sha256, materialize  # noqa: E402
 
 SCHEMA = "pithtrain-code-size-1"
@@ -123,7 +124,7 @@ def main() -> None:
         (top,) = dest.iterdir()
         source = {"mode": "pypi", "version": DEEPSPEED[0], "sdist": DEEPSPEED[1], "sha256": DEEPSPEED[2]}
         rows.append({"framework": "deepspeed", "source": source, **count_tree(top, PACKAGES["deepspeed"])})
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    head, _ = tree_commit(REPO)
     now = datetime.now(UTC)
     record = {
         "schema": SCHEMA,

@@ -102,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except pretrain_lm.TrainingStopped as e:
+        print(f"stopped: {e}", file=sys.stderr)
+        return e.exit_status
+    except KeyboardInterrupt:
+        print(f"interrupted (Ctrl-C): `pithtrain {args.command}` stopped before it finished.", file=sys.stderr)
+        return 130
     return 0
 
 

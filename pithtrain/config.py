@@ -7,6 +7,7 @@ come from `Annotated[..., Range(...)]`, and choices from `Literal[...]`. Any vio
 """
 
 import dataclasses
+import math
 import tomllib
 import types
 import typing
@@ -102,6 +103,8 @@ def _convert(key: str, value: Any, tp: Any) -> Any:
         return None
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"config key '{key}' = {value!r} is not a finite number: use a finite value.")
     if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
         raise ConfigError(
             f"config key '{key}' = {value!r} has the wrong type: expected {_type_name(tp)}, got {type(value).__name__}."
@@ -149,7 +152,12 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file '{path}' does not exist. Pass the path of a TOML file, e.g. examples/*.toml.")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config file '{path}' is not UTF-8 text (byte {e.start} is {e.object[e.start : e.start + 1]!r}): "
+            f"TOML is UTF-8; pass a TOML file, e.g. examples/*.toml."
+        ) from e
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file '{path}' is not valid TOML: {e}. Fix the syntax at that line.") from e
 

@@ -27,7 +27,7 @@ RECORD_FIELDS = {
     "warmup_steps", "timed_steps", "flops_per_token", "peak_spec_tflops", "peak_measured_tflops", "git_commit",
     "git_dirty", "torch_version", "status", "error", "tokens_per_s_per_gpu", "mfu_spec", "mfu_measured_peak",
     "peak_mem_gib", "peak_mem_kind", "peak_mem_nvidia_smi_gib", "step_times_s", "losses", "log",
-    "peak_measured_per_gpu_tflops", "input_pipeline", "run_order_seed", "step_time_window",
+    "peak_measured_per_gpu_tflops", "input_pipeline", "run_order_seed", "step_time_window", "command",
 }  # fmt: skip
 
 
@@ -39,6 +39,18 @@ def test_profile_step_smoke(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     (report,) = tmp_path.glob("profile-smoke-tiny-pp1-ep1-eager.txt")
     assert "step wall time" in report.read_text()
+
+
+def test_checkpoint_stall_smoke(tmp_path):
+    """benchmarks/checkpoint_stall.py (the GPU measurement of a save's stall, sync against async) runs on CPU."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, str(SCRIPT.parent / "checkpoint_stall.py"), "--smoke", "--steps", "2"]
+    cmd += ["--out", str(tmp_path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    record = json.loads((tmp_path / "checkpoint_stall.json").read_text())
+    assert record["sync_save_s"] > 0 and len(record["async_saves"]) == 3
+    assert all(s["path"].endswith(f"step-{10 * (i + 1):08d}") for i, s in enumerate(record["async_saves"]))
 
 
 def test_smoke_run_writes_a_labelled_record(tmp_path):
@@ -60,7 +72,31 @@ def test_smoke_run_writes_a_labelled_record(tmp_path):
     assert rec["mfu_spec"] is None and rec["peak_spec_tflops"] is None  # no MFU on a CPU
     assert len(rec["losses"]) == 3 and all(math.isfinite(x) for x in rec["losses"])
     assert (tmp_path / f"logs-{rec['call_id']}" / rec["log"]).is_file()
+    assert rec["command"] == "python benchmarks/throughput.py --smoke"  # what it measures, not where it wrote
+    assert throughput.user_command(["--config", "c", "--out", "/x", "--deadline=9", "--logs", "/y", "--gpus", "1"]) == (
+        "python benchmarks/throughput.py --config c --gpus 1"
+    )
+    assert "-CPU-" in rec["log"] and "1GPU" not in res.stdout  # a CPU smoke run is not labelled as a GPU run
     assert "pithtrain" in res.stdout.splitlines()[-1]  # the summary table comes last
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a host without a CUDA GPU")
+def test_a_gpu_call_on_a_cpu_host_exits_2_in_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(SCRIPT), "--config", "qwen3-30b-a3b-4l", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert "sees no CUDA GPU" in line and "--smoke" in line and not out.exists()
+
+
+def test_a_python_without_torch_gets_one_line_not_a_traceback(tmp_path):
+    """nox -s throughput runs in the calling Python; the system one may lack torch."""
+    env = {"PATH": os.environ["PATH"], "PYTHONNOUSERSITE": "1"}
+    cmd = [sys.executable, "-S", str(SCRIPT), "--config", "qwen3-30b-a3b-4l", "--out", str(tmp_path / "out")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "torch is not importable" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_first_local_config_is_the_issue_shape():
@@ -129,7 +165,7 @@ def test_summary_gives_the_ratios_of_each_mesh_and_routing():
         return {"label": label, "framework": fw, "variant": variant, "tokens_per_s_per_gpu": tps, "gpus": 1,
                 "mesh": {"pp": 1, "dp": 1, "cp": 1, "ep": 1}, "routing": routing, "mfu_spec": None,
                 "mfu_measured_peak": None, "peak_mem_gib": None, "peak_mem_nvidia_smi_gib": None, "status": "ok",
-                "error": ""}  # fmt: skip
+                "error": "", "smoke": False}  # fmt: skip
 
     records = [
         rec("pithtrain", "pithtrain", "eager", 80.0), rec("pithtrain-compiled", "pithtrain", "compiled", 100.0),

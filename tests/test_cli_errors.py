@@ -277,3 +277,74 @@ def test_entry_point_help_and_exit_status(tmp_path):
         cwd=REPO,
     )
     assert out.returncode == 2 and "does not exist" in out.stderr
+
+
+def test_infinite_learning_rate_is_refused(tiny_config, tmp_path, capsys):
+    code, err = run_cli(["train", tiny_config(max_steps=2), "--set", "training.lr=inf"], capsys)
+    assert code == 2 and "'training.lr' = inf is not a finite number" in err, err
+    assert files_under(tmp_path / "run") == []
+
+
+BINARY = bytes(range(256)) * 4  # not UTF-8 from byte 128 on
+
+
+def test_binary_config_file(tmp_path, capsys):
+    (tmp_path / "run.toml").write_bytes(BINARY)
+    code, err = run_cli(["train", tmp_path / "run.toml"], capsys)
+    assert code == 2 and err.count("\n") == 1 and f"config file '{tmp_path / 'run.toml'}' is not UTF-8" in err, err
+
+
+@pytest.mark.parametrize("name", ["binary.jsonl", "latin1.txt"])
+def test_non_utf8_tokenize_input(tmp_path, capsys, name):
+    data = BINARY if name.startswith("binary") else "café au lait".encode("latin-1")
+    (tmp_path / name).write_bytes(data)
+    code, err = run_cli(
+        ["tokenize", tmp_path / name, "--tokenizer", TINY_TOKENIZER, "--output", tmp_path / "out"], capsys
+    )
+    assert code == 2 and err.count("\n") == 1 and f"input '{tmp_path / name}' is not UTF-8 text" in err, err
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".tmp-*"))
+
+
+@pytest.mark.parametrize("content, message", [(BINARY, "is not UTF-8 text"), (b"", "holds no steps (empty)")])
+def test_plot_refuses_unreadable_or_empty_metrics(tmp_path, capsys, content, message):
+    (tmp_path / "metrics.jsonl").write_bytes(content)
+    code, err = run_cli(["plot", tmp_path, "--output", tmp_path / "m.png"], capsys)
+    assert code == 2 and err.count("\n") == 1 and f"'{tmp_path / 'metrics.jsonl'}' {message}" in err, err
+    assert not (tmp_path / "m.png").exists()
+
+
+@pytest.fixture
+def sharded_hf_dir(tiny_config, tmp_path, monkeypatch):
+    """The tiny model exported as a Hugging Face directory in several shards, with its index."""
+    import dataclasses
+
+    import torch
+
+    from pithtrain.models import model_family
+    from pithtrain.modules.checkpoint import save_checkpoint
+    from pithtrain.tasks import convert_checkpoint
+    from pithtrain.tasks.pretrain_lm import load_pretrain_cfg, make_model
+
+    cfg = load_pretrain_cfg(tiny_config(max_steps=2))
+    model, _ = make_model(cfg, model_family("qwen3_moe"), torch.device("cpu"))
+    save_checkpoint(tmp_path / "pt", 0, model, None, {"model": dataclasses.asdict(cfg.model)}, 1)
+    monkeypatch.setattr(convert_checkpoint, "SHARD_BYTES", 64 * 1024)
+    assert main(["convert", "pithtrain-to-hf", "--source", str(tmp_path / "pt"), "--output", str(tmp_path / "hf")]) == 0
+    assert len(list((tmp_path / "hf").glob("*.safetensors"))) > 2
+    return tmp_path / "hf"
+
+
+def test_missing_hf_shard_is_named(sharded_hf_dir, tmp_path, capsys):
+    shard = sorted(sharded_hf_dir.glob("*.safetensors"))[1]
+    shard.unlink()
+    code, err = run_cli(["convert", "hf-to-pithtrain", "--source", sharded_hf_dir, "--output", tmp_path / "o"], capsys)
+    assert code == 2 and err.count("\n") == 1 and f"'{shard}' is missing: 1 of the" in err, err
+    assert "config.json" not in err and not (tmp_path / "o").exists()
+
+
+def test_convert_config_mismatch_is_one_line(sharded_hf_dir, tmp_path, capsys):
+    config = json.loads((sharded_hf_dir / "config.json").read_text())
+    (sharded_hf_dir / "config.json").write_text(json.dumps(config | {"moe_intermediate_size": 24}))
+    code, err = run_cli(["convert", "hf-to-pithtrain", "--source", sharded_hf_dir, "--output", tmp_path / "o"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "do not fit the model that its config.json describes" in err, err
+    assert "tensors differ in shape" in err and "(first: model.layers.0.mlp.experts.gate_up_proj: weights" in err, err

@@ -8,7 +8,7 @@ is the range from the arms' extremes (1 - max(with)/min(without) .. 1 - min(with
 import pandas as pd
 
 from paper.rebuild.ate_records import GROUP, NO_KEY, load_runs
-from paper.rebuild.common import MEASURED, PAPERS, Build
+from paper.rebuild.common import MEASURED, PAPERS, Build, fit_labels, framework_colour, nothing_measured
 
 METRICS = ("turns", "output_tokens", "gpu_min")
 KEY = [c for c in GROUP if c != "skills"]
@@ -45,7 +45,7 @@ def build(b: Build) -> None:
         status = MEASURED
         inputs = [p for p in paths if p.parent.name.startswith(tuple(table["task"]))]
     else:
-        status = f"{NO_KEY}: `nox -s ablation` runs both arms"
+        status = f"{NO_KEY}: `nox -s ablation -- --agent claude-code` runs both arms"
         table = pd.DataFrame([{"task": "(none)", "turns_reduction": status}]).reindex(columns=table.columns)
         inputs = []
     b.table("skills_ablation", table, inputs, status, "Skills ablation: with and without skills", notes)
@@ -55,12 +55,18 @@ def build(b: Build) -> None:
         long = runs[runs["task"].isin(table["task"])].melt(
             id_vars=["task", "framework", "skills"], value_vars=["turns"], value_name="turns_value"
         )
-        sns.barplot(data=long, x="task", y="turns_value", hue="skills", estimator="median", errorbar=("pi", 100), ax=ax)
+        # pithtrain's colour (the ablation runs pithtrain), pale for the arm without skills
+        arms = {"kept": framework_colour("pithtrain"), "stripped": "#f2c4a4"}
+        sns.barplot(data=long, x="task", y="turns_value", hue="skills", estimator="median", errorbar=("pi", 100),
+                    palette=arms, hue_order=list(arms), ax=ax)  # fmt: skip
+        for bars in ax.containers:  # inside the bar: the whiskers stand on its top
+            ax.bar_label(bars, fmt="%.0f", label_type="center", fontsize=7)
         ax.set_ylabel("agent turns (median; whiskers: min-max)")
-        ax.tick_params(axis="x", rotation=30, labelsize=7)
+        ax.set_xlabel("")
+        fit_labels(ax, 14)
+        ax.legend(title="skills", fontsize=7, title_fontsize=7)
     else:
-        ax.text(0.5, 0.5, f"{status}\n{PAPERS}: {paper['claim']}", ha="center", va="center", fontsize=7, wrap=True)
-        ax.set_axis_off()
+        nothing_measured(ax, f"{status}. {PAPERS}: {paper['claim']}")
     b.figure(
         "skills_ablation", fig, inputs, status, "Skills ablation figure: agent turns with and without skills", notes
     )

@@ -7,12 +7,22 @@ agent run says "not measured (no agent key)" in every metric cell.
 """
 
 import json
+import textwrap
 from pathlib import Path
 
 import pandas as pd
 
 from paper.rebuild.ate_records import GROUP, METRICS, NO_KEY, load_runs, load_tasks, medians, paper_task
-from paper.rebuild.common import FRAMEWORKS, MEASURED, NOT_MEASURED, PAPERS, Build
+from paper.rebuild.common import (
+    FRAMEWORKS,
+    MEASURED,
+    NOT_MEASURED,
+    PAPERS,
+    Build,
+    fit_labels,
+    framework_colour,
+    nothing_measured,
+)
 
 CATEGORIES = {"qa": "Q&A", "operate": "Operate and profile", "feature": "New features"}
 METRIC_COLS = [c for c, _ in METRICS.values()]
@@ -38,9 +48,10 @@ def load_costs(results: Path) -> tuple[pd.DataFrame, list[Path]]:
                 "source_files": r["source_files"],
                 "max_hops": "unreachable" if r["unreachable"] else r["max_hops"],
                 "cost_source": f"{ws.get('mode', '?')} {ws.get('version', '?')} tree {ws.get('tree_sha256', '?')[:12]}",
+                "cost_commit": rec.get("commit", ""),
                 "_path": path,
             }
-    df = pd.DataFrame(rows.values(), columns=["task", "framework", *COST_COLS, "_path"])
+    df = pd.DataFrame(rows.values(), columns=["task", "framework", *COST_COLS, "cost_commit", "_path"])
     used = sorted(set(df["_path"]))
     return df.drop(columns="_path"), used
 
@@ -77,8 +88,6 @@ def task_rows(b: Build, tasks: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame
 
 
 def build(b: Build) -> None:
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
     runs, run_paths = load_runs(b.results, b.run_kind)
     tasks = load_tasks(b.tasks)
@@ -114,42 +123,72 @@ def build(b: Build) -> None:
             part = pd.DataFrame([{"task": "(none)", "status": f"{NOT_MEASURED}: no {name} task in tasks/ yet"}])
         b.table(f"ate_{cat}", part, inputs, status, f"ATE-Bench {name}: five metrics per task and framework", cat_notes)
 
-    # Figures: per-task bars of turns and of GPU minutes, one panel per category; measured and paper apart.
+    figures(b, table, run_paths, notes)
+
+
+def figure_values(table: pd.DataFrame) -> pd.DataFrame:
+    """Long form: one row per (task, framework, metric, source) that has a value, ours or the paper's."""
     long = []
     for r in table.itertuples():
-        label = f"{r.task} {r.title}"[:28]
+        task = f"{r.task} " + textwrap.shorten(r.title.split(":")[0], 34, placeholder="...")
         for metric, pcol in (("turns", "paper_turns"), ("gpu_min", "paper_gpu_min")):
+            base = {"metric": metric, "category": CATEGORIES[r.category], "task": task, "framework": r.framework}
             val = getattr(r, metric)
-            if r.status == MEASURED and val is not None:
-                long.append({"metric": metric, "source": "measured here", "category": CATEGORIES[r.category],
-                             "task": label, "framework": r.framework, "value": val})  # fmt: skip
+            if r.status == MEASURED and val is not None and pd.notna(val):
+                long.append(base | {"source": MEASURED, "value": float(val)})
             if pd.notna(getattr(r, pcol)):
-                long.append({"metric": metric, "source": f"{PAPERS} (blog)", "category": CATEGORIES[r.category],
-                             "task": label, "framework": r.framework, "value": getattr(r, pcol)})  # fmt: skip
-    ldf = pd.DataFrame(long, columns=["metric", "source", "category", "task", "framework", "value"])
-    any_measured = (table["status"] == MEASURED).any()
+                long.append(base | {"source": PAPERS, "value": float(getattr(r, pcol))})
+    return pd.DataFrame(long, columns=["metric", "source", "category", "task", "framework", "value"])
+
+
+def category_panel(ax, part: pd.DataFrame, ylabel: str) -> None:
+    """Bars per task: one colour per framework, the paper's hatched and pale beside ours, values on top."""
+    tasks, width = sorted(set(part["task"])), 0.8 / (2 * len(FRAMEWORKS))
+    for j, fw in enumerate(FRAMEWORKS):
+        for k, source in enumerate((PAPERS, MEASURED)):
+            got = part[(part["framework"] == fw) & (part["source"] == source)].set_index("task")["value"]
+            xs = [i for i, t in enumerate(tasks) if t in got.index]
+            if not xs:
+                continue
+            offset = (2 * j + k - len(FRAMEWORKS) + 0.5) * width
+            bars = ax.bar([x + offset for x in xs], [got[tasks[x]] for x in xs], width, color=framework_colour(fw),
+                          alpha=0.45 if source == PAPERS else 1.0, hatch="//" if source == PAPERS else "",
+                          edgecolor="#333333", linewidth=0.3)  # fmt: skip
+            ax.bar_label(
+                bars, labels=[f"{v:.1f}" if v < 10 else f"{v:.0f}" for v in bars.datavalues], fontsize=5, padding=1
+            )
+    ax.set_xticks(range(len(tasks)), tasks)
+    fit_labels(ax, 12)
+    ax.tick_params(axis="x", labelsize=6)
+    ax.set_ylabel(ylabel, fontsize=8)
+
+
+def figures(b: Build, table: pd.DataFrame, run_paths, notes) -> None:
+    """Turns and GPU minutes per task, one panel per category with data; one panel saying so where none."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    values, any_measured = figure_values(table), (table["status"] == MEASURED).any()
+    status = MEASURED if any_measured else f"{PAPERS} only; {NO_KEY}"
     for metric, ylabel, name in (
         ("turns", "agent turns", "ate_turns"),
         ("gpu_min", "active GPU minutes", "ate_gpu_time"),
     ):
-        d = ldf[ldf["metric"] == metric]
-        sources = ["measured here", f"{PAPERS} (blog)"]
-        fig, axes = plt.subplots(2, 3, figsize=(16, 7), sharex="col", squeeze=False)
-        for col, cat in enumerate(CATEGORIES.values()):
-            order = sorted(set(d[d["category"] == cat]["task"]))  # the same tasks in both rows of a column
-            for row, source in enumerate(sources):
-                ax, part = axes[row][col], d[(d["category"] == cat) & (d["source"] == source)]
-                if len(part):
-                    sns.barplot(data=part, x="task", y="value", hue="framework", order=order,
-                                hue_order=list(FRAMEWORKS), ax=ax, legend=(row, col) == (1, 2))  # fmt: skip
-                else:
-                    why = NO_KEY if row == 0 else "none reported"
-                    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes, fontsize=8)
-                ax.set_title(f"{source}: {cat}", fontsize=8)
-                ax.set_xlabel("")
-                ax.set_ylabel(ylabel if col == 0 else "")
-                ax.tick_params(axis="x", rotation=40, labelsize=6)
-        fig.tight_layout()
-        status = MEASURED if any_measured else f"{PAPERS} only; {NO_KEY}"
+        d = values[values["metric"] == metric]
+        cats = [c for c in CATEGORIES.values() if (d["category"] == c).any()]
+        widths = [max(2, d[d["category"] == c]["task"].nunique()) for c in cats] or [1]
+        fig, axes = plt.subplots(1, len(widths), figsize=(1.6 * sum(widths) + 1, 4.4), squeeze=False,
+                                 gridspec_kw={"width_ratios": widths})  # fmt: skip
+        for ax, cat in zip(axes[0], cats):
+            category_panel(ax, d[d["category"] == cat], ylabel)
+            ax.set_title(cat, fontsize=9)
+        if not cats:
+            nothing_measured(axes[0][0], f"{ylabel}: none measured here ({NO_KEY}) and none reported by the paper")
+        keys = [Patch(color=framework_colour(f), label=f) for f in FRAMEWORKS]
+        ours = MEASURED if any_measured else f"{MEASURED}: none ({NO_KEY})"
+        keys += [Patch(facecolor="#999999", alpha=0.45, hatch="//", label=f"{PAPERS} (blog)"),
+                 Patch(facecolor="#999999", label=ours)]  # fmt: skip
+        fig.legend(handles=keys, loc="lower center", ncol=len(keys), fontsize=7, frameon=False)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
         b.figure(name, fig, run_paths, status, f"ATE-Bench per task: {ylabel}", notes)
-    plt.close("all")
+        plt.close(fig)

@@ -5,9 +5,11 @@ the records it was built from (paths relative to the repository and sha256), the
 its status. Every output is also an index entry, which `paper/README.md` lists.
 """
 
+import functools
 import hashlib
 import json
 import math
+import re
 import subprocess
 import tomllib
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ate_bench.runner import PIPELINE_CHECK, PIPELINE_CHECK_LABEL
+from ate_bench.source_stamp import archive_commit, is_checkout
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DATA = REPO / "paper" / "data" / "paper_reported.toml"
@@ -34,8 +37,11 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def git_commit() -> tuple[str, bool]:
-    """HEAD and whether the tree differs from it outside results/ and paper/ (what the outputs are made of)."""
+def git_commit() -> tuple[str, bool | None]:
+    """HEAD and whether the tree differs from it outside results/ and paper/ (what the outputs are made of).
+    From a source archive: the stamped commit, and None (no git to tell dirty)."""
+    if not is_checkout(REPO):
+        return archive_commit(REPO), None
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!paper"],
@@ -44,6 +50,36 @@ def git_commit() -> tuple[str, bool]:
         text=True,
     ).stdout
     return head or "unknown", bool(status.strip())
+
+
+@functools.cache
+def stale_since(commit: str, paths: tuple[str, ...]) -> str:
+    """ "" when `paths` (relative to the repository) are at HEAD as they were at `commit`, the commit a record was
+    made at; otherwise why an output built from that record is stale, naming the commit."""
+    if not commit:
+        return "stale: the record names no commit"
+    if not is_checkout(REPO):
+        return f"not checked (a source archive has no history to compare {commit[:7]} with)"
+    if subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO, capture_output=True).returncode:
+        return f"stale: made at {commit[:7]}, a commit not in this history"
+    diff = subprocess.run(
+        ["git", "diff", "--name-only", commit, "HEAD", "--", *paths], cwd=REPO, capture_output=True, text=True
+    ).stdout.split()
+    return f"stale: {len(diff)} file(s) of {', '.join(paths)} changed since {commit[:7]}" if diff else ""
+
+
+def one_line(text: str, limit: int = 0) -> str:
+    """A table cell's form of a message: the first line, and where a traceback or a log follows, the last
+    exception line (`...Error: ...`) after it; cut at `limit` characters when one is given. The full text stays
+    in the record the row names."""
+    pieces = [x.strip() for x in re.split(r"\n| \| ", str(text)) if x.strip()]
+    errors = [x for x in pieces[1:] if re.search(r"\w(Error|Exception)\b:", x)]
+    if errors:  # the message's own head (before its first colon), then the exception without a rank prefix
+        error = re.sub(r"^\[rank\d+\]:\s*", "", errors[-1])
+        line = error if pieces[0].startswith("Traceback") else pieces[0].split(": ")[0] + ": " + error
+    else:
+        line = pieces[0] if pieces else ""
+    return line[: limit - 3] + "..." if limit and len(line) > limit else line
 
 
 def load_paper() -> dict:
@@ -144,3 +180,53 @@ def latest(directory: Path, pattern: str) -> Path | None:
     """The newest record by name (records are named by their UTC stamp)."""
     found = sorted(directory.glob(pattern)) if directory.is_dir() else []
     return found[-1] if found else None
+
+
+# ---- shared figure styling: every figure gives a framework the same colour and fits its labels ----
+
+# One colour per framework, whatever its variant (pithtrain-compiled, torchtitan-eager, megatron-core...).
+FRAMEWORK_COLOURS = {"pithtrain": "#dd8452", "torchtitan": "#4c72b0", "megatron-lm": "#55a868", "deepspeed": "#8172b3"}
+
+
+def framework_colour(name: str) -> str:
+    """The colour of the framework `name` belongs to (a label such as `megatron-core` or `torchtitan-compiled`)."""
+    if name.startswith("pithtrain"):
+        return FRAMEWORK_COLOURS["pithtrain"]
+    elif name.startswith("torchtitan"):
+        return FRAMEWORK_COLOURS["torchtitan"]
+    elif name.startswith("megatron"):
+        return FRAMEWORK_COLOURS["megatron-lm"]
+    elif name.startswith("deepspeed"):
+        return FRAMEWORK_COLOURS["deepspeed"]
+    raise ValueError(f"framework label {name!r}: no colour (expected pithtrain*, torchtitan*, megatron* or deepspeed*)")
+
+
+def palette(names) -> dict[str, str]:
+    """A seaborn palette for the hue values `names` (framework labels)."""
+    return {n: framework_colour(n) for n in names}
+
+
+def fit_labels(ax, width: int = 14, axis: str = "x") -> None:
+    """Wrap the tick labels of `axis` at `width` characters, so they fit under their bar without rotation."""
+    import textwrap
+
+    ticks = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+    wrapped = [textwrap.fill(t.get_text(), width, break_long_words=False) for t in ticks]
+    if axis == "x":
+        ax.set_xticks(ax.get_xticks(), wrapped, rotation=0)
+    else:
+        ax.set_yticks(ax.get_yticks(), wrapped)
+
+
+def bar_values(ax, fmt: str = "{:,.0f}", size: int = 7) -> None:
+    """Write each bar's value on it."""
+    for bars in ax.containers:
+        ax.bar_label(bars, labels=[fmt.format(v) if v == v else "" for v in bars.datavalues], fontsize=size, padding=2)
+
+
+def nothing_measured(ax, text: str) -> None:
+    """The one panel that stands where nothing is measured: the reason, no empty axes."""
+    import textwrap
+
+    ax.text(0.5, 0.5, textwrap.fill(text, 70), ha="center", va="center", fontsize=9, transform=ax.transAxes)
+    ax.set_axis_off()

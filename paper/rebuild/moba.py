@@ -19,7 +19,7 @@ import pandas as pd
 
 from ate_bench.agents import CLAUDE_SESSION_FILE, STREAM_FILE, claude_session_outputs, read_stream
 from paper.rebuild.ate_records import NO_KEY, load_runs
-from paper.rebuild.common import FRAMEWORKS, MEASURED, NOT_MEASURED, PAPERS, Build
+from paper.rebuild.common import FRAMEWORKS, MEASURED, NOT_MEASURED, PAPERS, Build, nothing_measured, palette
 
 MOBA = re.compile(r"moba", re.IGNORECASE)
 EDIT_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
@@ -140,7 +140,7 @@ def build(b: Build) -> None:
         notes.append(
             f"{len(moba) - len(claude)} MoBA runs of other agents left out: this reads Claude Code's stream-json"
         )
-    why = f"{NOT_MEASURED} (no agent key): no Claude Code run of the MoBA task; `nox -s moba` runs it"
+    why = f"{NOT_MEASURED} (no agent key): no Claude Code run of the MoBA task; `nox -s moba -- --agent claude-code`"
     status = MEASURED if turns else why
     tdf = pd.DataFrame(
         turns, columns=["run", "framework", "skills", "passed", "turn", "context_tokens", "output_tokens", "kind"]
@@ -221,11 +221,11 @@ def build(b: Build) -> None:
             lw=0.9,
             ax=ax,
             hue_order=list(FRAMEWORKS),
+            palette=palette(FRAMEWORKS),
         )
         ax.set_ylabel("per-turn context (tokens)")
     else:
-        ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=8, wrap=True)
-        ax.set_axis_off()
+        nothing_measured(ax, why)
     b.figure(
         "moba_context",
         fig,

@@ -1,8 +1,10 @@
 """Result 6: the checker validation matrix (task x framework x profile x case -> verdict) from
 `results/ate/validation/*.json`, and the agent-free costs from `results/ate/cost/*.json`.
 
-Several validate calls may cover different tasks; each cell is taken from the newest record that holds it.
-A "not run" cell keeps its reason and is never counted as passed.
+Several validate calls may cover different tasks; each cell is taken from the newest record that holds it and
+ran it (a newer "not run" never hides a verdict). A "not run" cell keeps its reason and is never counted as
+passed. A cell (or cost row) whose task folder, or pithtrain's code for a pithtrain workspace, changed since
+the record's commit is marked stale naming that commit (column `fresh`); `make reproduce` re-measures them.
 """
 
 import json
@@ -10,10 +12,21 @@ import json
 import pandas as pd
 
 from paper.rebuild.ate import load_costs
-from paper.rebuild.common import MEASURED, NOT_MEASURED, Build
+from paper.rebuild.ate_records import load_tasks
+from paper.rebuild.common import (
+    FRAMEWORKS,
+    MEASURED,
+    NOT_MEASURED,
+    Build,
+    framework_colour,
+    nothing_measured,
+    one_line,
+    stale_since,
+)
 
 NOT_RUN = "not run"
-CELL_COLS = ["task", "framework", "profile", "case", "kind", "expected", "verdict", "outcome", "reasons", "record"]
+CELL_COLS = ["task", "framework", "profile", "case", "kind", "expected", "verdict", "outcome", "fresh", "reasons"]
+CELL_COLS += ["record"]
 
 
 def outcome(expected: str, verdict: str) -> str:
@@ -22,18 +35,87 @@ def outcome(expected: str, verdict: str) -> str:
     return "as expected" if verdict == expected else "UNEXPECTED"
 
 
+def task_paths(b: Build) -> dict[str, str]:
+    """Task id -> its folder, relative to the repository (what a cell's gold and key are made of)."""
+    tasks = load_tasks(b.tasks)
+    return {t.task: b.rel(b.tasks / t.category / t.slug) for t in tasks.itertuples()}
+
+
+def freshness(commit: str, task: str, framework: str, paths: dict[str, str]) -> str:
+    """ "" or why a cell (or a cost row) made at `commit` is stale: its task changed since, or pithtrain's code for a
+    pithtrain workspace (the other frameworks are pinned in the task)."""
+    watched = (paths.get(task, "tasks"), "pithtrain") if framework == "pithtrain" else (paths.get(task, "tasks"),)
+    return stale_since(commit or "", watched)
+
+
 def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
-    cells, paths = {}, []
+    """Each cell from the newest record that holds it and ran it: a newer "not run" never hides a verdict."""
+    cells, paths, tasks = {}, [], task_paths(b)
     for path in sorted((b.results / "ate" / "validation").glob("*.json")):
         rec = json.loads(path.read_text())
         paths.append(path)
         for c in rec["cells"]:
-            cells[(c["task"], c["framework"], c["profile"], c["case"])] = c | {
+            key = (c["task"], c["framework"], c["profile"], c["case"])
+            if c["verdict"] == NOT_RUN and key in cells and cells[key]["verdict"] != NOT_RUN:
+                continue
+            cells[key] = c | {
                 "outcome": outcome(c["expected"], c["verdict"]),
-                "reasons": "; ".join(c["reasons"])[:300],
+                "reasons": "; ".join(one_line(r) for r in c["reasons"]),
                 "record": path.name,
+                "fresh": freshness(rec.get("commit"), c["task"], c["framework"], tasks) or "yes",
             }
     return pd.DataFrame(cells.values(), columns=CELL_COLS), paths
+
+
+def summarise(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The per task and framework counts (with the reasons of what did not run) and the case matrix."""
+    summary = (
+        cells.groupby(["task", "framework", "profile"])["outcome"]
+        .value_counts()
+        .unstack(fill_value=0)
+        .reindex(columns=["as expected", "UNEXPECTED", NOT_RUN], fill_value=0)
+        .reset_index()
+    )
+    runs, stale = cells[cells["outcome"] == NOT_RUN], cells[cells["fresh"] != "yes"]
+    of = [(cells["task"] == r.task) & (cells["framework"] == r.framework) for r in summary.itertuples()]
+    summary["not_run_reasons"] = ["; ".join(sorted(set(runs[m[runs.index]]["reasons"]))) for m in of]
+    summary["stale"] = ["; ".join(sorted(set(stale[m[stale.index]]["fresh"]))) for m in of]
+    summary["records"] = [", ".join(sorted(set(cells[m]["record"]))) for m in of]  # which call each count is from
+    verdict = cells["verdict"].where(cells["outcome"] != "UNEXPECTED", cells["verdict"] + " (UNEXPECTED)")
+    shown = cells.assign(shown=verdict.where(cells["fresh"] == "yes", verdict + " (stale)"))
+    matrix = shown.pivot_table(
+        index=["task", "framework", "profile"], columns="case", values="shown", aggfunc="first"
+    ).reset_index()
+    matrix.columns.name = None
+    notes = [f"{len(cells)} cells: " + ", ".join(f"{k} {v}" for k, v in cells["outcome"].value_counts().items())]
+    notes.append(f"{len(stale)} cells stale (their task or pithtrain changed since their record; column fresh)")
+    return summary, matrix, notes
+
+
+def matrix_figure(b: Build, cells: pd.DataFrame, paths, status: str, notes) -> None:
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    codes = {"as expected": 0, "UNEXPECTED": 1, NOT_RUN: 2}
+    rows = cells[["task", "framework", "profile"]].drop_duplicates()
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.18 * max(1, len(rows)))))
+    if status == MEASURED:
+        stale = cells["fresh"].ne("yes").groupby(cells["task"] + " " + cells["framework"] + " " + cells["profile"])
+        mark = {row: " (stale)" if any_stale else "" for row, any_stale in stale.any().items()}
+        grid = cells.assign(code=cells["outcome"].map(codes), row=cells["task"] + " " + cells["framework"] + " "
+                            + cells["profile"])  # fmt: skip
+        grid["row"] = grid["row"] + grid["row"].map(mark)
+        heat = grid.pivot_table(index="row", columns="case", values="code", aggfunc="max")
+        sns.heatmap(heat, cmap=["#55a868", "#c44e52", "#bbbbbb"], vmin=-0.5, vmax=2.5, cbar=False, linewidths=0.5,
+                    yticklabels=True, ax=ax)  # fmt: skip
+        title = "green: as expected, red: UNEXPECTED, grey: not run (reason in validation_cells.csv);\n"
+        ax.set_title(title + "(stale): a cell of the row was made before its task or pithtrain changed", fontsize=8)
+        ax.tick_params(labelsize=6)
+        ax.set_ylabel("")
+    else:
+        nothing_measured(ax, status)
+    b.figure("validation_matrix", fig, paths, status, "Checker validation matrix figure", notes)
+    plt.close(fig)
 
 
 BLIND_KINDS = {
@@ -84,34 +166,12 @@ def blind_figure(b: Build, cells: pd.DataFrame, paths: list, status: str) -> Non
 
 
 def build(b: Build) -> None:
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
     cells, paths = load_cells(b)
     how = "`python -m ate_bench validate` (nox -s validate)"
     if len(cells):
         status = MEASURED
         cells = cells.sort_values(["task", "framework", "profile", "case"])
-        summary = (
-            cells.groupby(["task", "framework", "profile"])["outcome"]
-            .value_counts()
-            .unstack(fill_value=0)
-            .reindex(columns=["as expected", "UNEXPECTED", NOT_RUN], fill_value=0)
-            .reset_index()
-        )
-        runs = cells[cells["outcome"] == NOT_RUN]
-        summary["not_run_reasons"] = [
-            "; ".join(sorted(set(runs[(runs["task"] == r.task) & (runs["framework"] == r.framework)]["reasons"])))[:300]
-            for r in summary.itertuples()
-        ]
-        shown = cells.assign(
-            shown=cells["verdict"].where(cells["outcome"] != "UNEXPECTED", cells["verdict"] + " (UNEXPECTED)")
-        )
-        matrix = shown.pivot_table(
-            index=["task", "framework", "profile"], columns="case", values="shown", aggfunc="first"
-        ).reset_index()
-        matrix.columns.name = None
-        notes = [f"{len(cells)} cells: " + ", ".join(f"{k} {v}" for k, v in cells["outcome"].value_counts().items())]
+        summary, matrix, notes = summarise(cells)
     else:
         status = f"{NOT_MEASURED}: no validation record; run {how}"
         cells = pd.DataFrame([dict.fromkeys(CELL_COLS, "") | {"outcome": status}])
@@ -125,6 +185,12 @@ def build(b: Build) -> None:
         "validation_cells", cells, paths, status, "Checker validation: every cell with expected verdict and reasons"
     )
     b.table("validation_summary", summary, paths, status, "Checker validation per task and framework: cells by outcome")
+    matrix_figure(b, cells, paths, status, notes)
+    blind_outputs(b, cells, paths, status)
+    cost_outputs(b)
+
+
+def blind_outputs(b: Build, cells: pd.DataFrame, paths: list, status: str) -> None:
     blind = blind_rates(cells) if status == MEASURED else pd.DataFrame()
     if blind.empty:
         blind = pd.DataFrame([{"set": "(none)", "framework": "no blind-answer cell in the validation records"}])
@@ -138,55 +204,52 @@ def build(b: Build) -> None:
     )
     blind_figure(b, cells if status == MEASURED else cells.iloc[0:0], paths, status)
 
-    codes = {"as expected": 0, "UNEXPECTED": 1, NOT_RUN: 2}
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.18 * max(1, len(matrix)))))
-    if status == MEASURED:
-        grid = cells.assign(
-            code=cells["outcome"].map(codes), row=cells["task"] + " " + cells["framework"] + " " + cells["profile"]
-        )
-        heat = grid.pivot_table(index="row", columns="case", values="code", aggfunc="max")
-        sns.heatmap(
-            heat,
-            cmap=["#55a868", "#c44e52", "#bbbbbb"],
-            vmin=-0.5,
-            vmax=2.5,
-            cbar=False,
-            linewidths=0.5,
-            yticklabels=True,
-            ax=ax,
-        )
-        ax.set_title("green: as expected, red: UNEXPECTED, grey: not run (reason in validation_cells.csv)", fontsize=8)
-        ax.tick_params(labelsize=6)
-        ax.set_ylabel("")
-    else:
-        ax.text(0.5, 0.5, status, ha="center", va="center", wrap=True, fontsize=9)
-        ax.set_axis_off()
-    b.figure("validation_matrix", fig, paths, status, "Checker validation matrix figure", notes)
+
+def cost_bars(ax, costs: pd.DataFrame) -> None:
+    """Lines to cite per task, one colour per framework, hatched where the row is stale, values on the bars."""
+    from matplotlib.patches import Patch
+
+    tasks, width = sorted(set(costs["task"])), 0.8 / len(FRAMEWORKS)
+    for j, fw in enumerate(FRAMEWORKS):
+        part = costs[costs["framework"] == fw].set_index("task")
+        xs = [i for i, t in enumerate(tasks) if t in part.index]
+        bars = ax.bar([x + (j - 1) * width for x in xs], [part.loc[tasks[x], "cited_lines"] for x in xs], width,
+                      color=framework_colour(fw), edgecolor="#333333", linewidth=0.3,
+                      hatch=[("xx" if part.loc[tasks[x], "fresh"] != "yes" else "") for x in xs])  # fmt: skip
+        ax.bar_label(bars, labels=[f"{v:,.0f}" for v in bars.datavalues], fontsize=5, padding=1)
+    ax.set_xticks(range(len(tasks)), tasks, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("lines of the files to cite (log)")
+    keys = [Patch(color=framework_colour(f), label=f) for f in FRAMEWORKS]
+    keys.append(Patch(facecolor="white", edgecolor="#333333", hatch="xx", label="stale: task changed since"))
+    ax.legend(handles=keys, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def cost_outputs(b: Build) -> None:
+    import matplotlib.pyplot as plt
 
     costs, cost_paths = load_costs(b.results)
+    notes = [
+        "lines/bytes of the files the key's facts name; files matching the key term out of all source files; "
+        "the most import hops from the training entry point to a cited file"
+    ]
     if len(costs):
-        cstatus = MEASURED
+        cstatus, tasks = MEASURED, task_paths(b)
+        costs["fresh"] = [freshness(r.cost_commit, r.task, r.framework, tasks) or "yes" for r in costs.itertuples()]
+        notes.append(
+            f"{(costs['fresh'] != 'yes').sum()} rows stale (their task or pithtrain changed since; column fresh)"
+        )
     else:
         cstatus = f"{NOT_MEASURED}: no cost record; run `python -m ate_bench cost`"
         costs = costs.reindex([0]).assign(task="(none)", framework="", cost_source=cstatus)
-    b.table(
-        "agent_free_cost",
-        costs,
-        cost_paths,
-        cstatus,
-        "Agent-free cost per Q&A task and framework (a reproducible floor under the agent's exploration)",
-        [
-            "lines/bytes of the files the key's facts name; files matching the key term out of all source files; "
-            "the most import hops from the training entry point to a cited file"
-        ],  # fmt: skip
-    )
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    stands = "Agent-free cost per Q&A task and framework (a reproducible floor under the agent's exploration)"
+    b.table("agent_free_cost", costs, cost_paths, cstatus, stands, notes)
+    fig, ax = plt.subplots(figsize=(11, 3.6))
     if cstatus == MEASURED:
-        sns.barplot(data=costs, x="task", y="cited_lines", hue="framework", ax=ax)
-        ax.set_yscale("log")
-        ax.set_ylabel("lines of the files to cite (log)")
-        ax.tick_params(axis="x", rotation=40, labelsize=7)
+        cost_bars(ax, costs)
     else:
-        ax.text(0.5, 0.5, cstatus, ha="center", va="center", fontsize=9)
-        ax.set_axis_off()
-    b.figure("agent_free_cost", fig, cost_paths, cstatus, "Agent-free cost figure: lines an answer must cite from")
+        nothing_measured(ax, cstatus)
+    b.figure(
+        "agent_free_cost", fig, cost_paths, cstatus, "Agent-free cost figure: lines an answer must cite from", notes
+    )
+    plt.close(fig)

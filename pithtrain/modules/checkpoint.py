@@ -10,12 +10,17 @@ A step-* directory with meta.json is complete: resuming takes the newest one eve
 missing or older (a crash between the rename and the pointer update), and a save never replaces one.
 Loading first checks every file against meta.json (present, size, CRC32) and DCP's metadata: a failure
 there is corruption (`CorruptCheckpointError`); any later error is not, and is raised as it is.
+Training saves with `AsyncCheckpointer`: the state is copied to host memory, and the same write (tmp, checksums,
+rename, pointer) runs in a background thread, so the scheme above holds for a kill at any moment of it.
 """
 
 import dataclasses
+import errno
 import json
 import os
 import shutil
+import tempfile
+import threading
 import time
 import warnings
 import zlib
@@ -25,6 +30,7 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict  # as dcp.async_save stages
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 from torch.distributed.tensor import DTensor
 
@@ -120,17 +126,17 @@ def check_model_matches(meta: dict[str, Any], model_cfg: Any) -> None:
         )
 
 
-def _barrier() -> None:
+def _barrier(group=None) -> None:
     if distributed.world_size > 1:
-        torch.distributed.barrier()
+        torch.distributed.barrier(group)
 
 
-def _gather(mine: list) -> list:
+def _gather(mine: list, group=None) -> list:
     """Every rank's list, concatenated in rank order (shared work split by rank, result known to all)."""
     if distributed.world_size == 1:
         return mine
     parts = [None] * distributed.world_size
-    torch.distributed.all_gather_object(parts, mine)
+    torch.distributed.all_gather_object(parts, mine, group)
     return [x for part in parts for x in part]
 
 
@@ -143,11 +149,11 @@ def file_crc32(path: Path) -> tuple[int, int]:
     return size, crc
 
 
-def _checksums(directory: Path) -> dict[str, dict[str, int]]:
+def _checksums(directory: Path, group=None) -> dict[str, dict[str, int]]:
     """Size and CRC32 of every file DCP wrote, the files split across ranks."""
     names = sorted(p.name for p in directory.iterdir() if p.is_file())
     mine = [(n, *file_crc32(directory / n)) for n in names[distributed.rank :: distributed.world_size]]
-    return {n: {"bytes": size, "crc32": crc} for n, size, crc in _gather(mine)}
+    return {n: {"bytes": size, "crc32": crc} for n, size, crc in _gather(mine, group)}
 
 
 def verify_checkpoint(path: str | Path) -> bool:
@@ -225,34 +231,171 @@ def _canonical(model, optimizer) -> dict[str, Any]:
     return state
 
 
-def save_checkpoint(ckpt_dir: str | Path, step: int, model, optimizer, meta: dict[str, Any], keep_last: int) -> Path:
-    """Every rank calls this (DCP is collective); rank 0 alone renames and moves the `latest` pointer."""
-    ckpt_dir = Path(ckpt_dir)
-    name = f"step-{step:08d}"
-    tmp, final = ckpt_dir / f".tmp-{name}", ckpt_dir / name
+def check_checkpoint_dir(ckpt_dir: Path, rank_bytes: int) -> None:
+    """Before the first step, on every rank: `ckpt_dir` is (or can be made) a writable directory with room for one
+    more checkpoint of every rank's `rank_bytes` (an old checkpoint is deleted only once the new one is complete)."""
+    need = sum(_gather([rank_bytes]))
+    problem = None
+    if ckpt_dir.exists() and not ckpt_dir.is_dir():
+        problem = f"checkpoint.dir '{ckpt_dir}' is an existing file. Point checkpoint.dir at a directory."
+    else:
+        try:
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=ckpt_dir).close()
+            free = shutil.disk_usage(ckpt_dir).free
+        except OSError as e:
+            problem = (
+                f"checkpoint.dir '{ckpt_dir}' is not writable ({e.strerror}). Point checkpoint.dir at a directory "
+                f"this user can create and write."
+            )
+        else:
+            if free < need:
+                problem = (
+                    f"checkpoint.dir '{ckpt_dir}' has {free / 2**30:.2f} GiB free, but one checkpoint takes about "
+                    f"{need / 2**30:.2f} GiB (weights and both AdamW moments in fp32). Free space there, or point "
+                    f"checkpoint.dir at a larger disk."
+                )
+    problems = _gather([problem] if problem else [])
+    if problems:
+        raise CheckpointError(problems[0])
+
+
+def _refuse_existing(ckpt_dir: Path, step: int) -> None:
+    final = ckpt_dir / f"step-{step:08d}"
     if final.exists():  # resuming always starts from the newest complete checkpoint, so this is someone else's
         raise CheckpointError(
             f"'{final}' already exists and is never overwritten. Move it away, or use another checkpoint.dir."
         )
+
+
+def _save_failure(e: BaseException, ckpt_dir: Path, tmp: Path, step: int, state_bytes: int) -> BaseException:
+    """What to raise for an error while writing `tmp`: the error itself, out of DCP's wrapper (a Ctrl-C stays a
+    Ctrl-C), or, when the disk is full, one line about space. The partial directory is removed either way."""
+    if isinstance(e, dcp.api.CheckpointException):
+        e = next(iter(e.failures.values()))[0]
+    full = isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+    # torch.save reports a short write as "unexpected pos" (a RuntimeError): a full disk is then told by what is left
+    free = shutil.disk_usage(ckpt_dir).free
+    shutil.rmtree(tmp, ignore_errors=True)
+    if isinstance(e, KeyboardInterrupt) or not (full or free < state_bytes):
+        return e
+    return CheckpointError(
+        f"no space left on the device of checkpoint.dir '{ckpt_dir}' while saving step {step} "
+        f"({free / 2**20:.0f} MiB free, this rank's part of the checkpoint is {state_bytes / 2**20:.0f} MiB; "
+        f"{type(e).__name__}: {str(e).splitlines()[0][:120]}). The previous checkpoint is intact. Free space there or "
+        f"point checkpoint.dir at a larger disk, then run the same command to resume."
+    )
+
+
+def _state_bytes(state: dict) -> int:
+    total = 0
+    for value in state.values():
+        if isinstance(value, dict):
+            total += _state_bytes(value)
+        elif isinstance(value, torch.Tensor):
+            local = value.to_local() if isinstance(value, DTensor) else value
+            total += local.numel() * local.element_size()
+    return total
+
+
+def write_checkpoint(ckpt_dir: Path, step: int, state: dict, meta: dict[str, Any], keep_last: int, group=None) -> Path:
+    """Write `state` (the layout of `_canonical`) as `<ckpt_dir>/step-N`: into `.tmp-step-N`, checksummed, renamed
+    into place, `latest` moved, older checkpoints pruned. Every rank calls this (DCP is collective, on `group`);
+    rank 0 alone renames, moves the pointer and prunes."""
+    name = f"step-{step:08d}"
+    tmp, final = ckpt_dir / f".tmp-{name}", ckpt_dir / name
     if distributed.rank == 0:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)  # leftovers of a crashed save
-    _barrier()
-    dcp.save(_canonical(model, optimizer), checkpoint_id=str(tmp))
-    _barrier()
-    files = _checksums(tmp)
+    _barrier(group)
+    try:
+        dcp.save(state, checkpoint_id=str(tmp), process_group=group)
+        _barrier(group)
+        files = _checksums(tmp, group)
+        if distributed.rank == 0:
+            meta = {"format": CHECKPOINT_FORMAT, "step": step, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")} | meta
+            meta |= {"has_optimizer": "optim" in state, "files": files}
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    except (dcp.api.CheckpointException, OSError, RuntimeError) as e:
+        raise _save_failure(e, ckpt_dir, tmp, step, _state_bytes(state)) from None
     if distributed.rank == 0:
-        meta = {"format": CHECKPOINT_FORMAT, "step": step, "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S")} | meta
-        meta |= {"has_optimizer": optimizer is not None, "files": files}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         os.rename(tmp, final)
         pointer_tmp = ckpt_dir / ".latest.tmp"
         pointer_tmp.write_text(name)
         os.replace(pointer_tmp, ckpt_dir / "latest")
         for old in sorted(p for p in ckpt_dir.glob("step-*") if p.is_dir())[:-keep_last]:
             shutil.rmtree(old)
-    _barrier()
+    _barrier(group)
     return final
+
+
+def save_checkpoint(ckpt_dir: str | Path, step: int, model, optimizer, meta: dict[str, Any], keep_last: int) -> Path:
+    """Save now and return when the checkpoint is complete (every rank calls this)."""
+    _refuse_existing(Path(ckpt_dir), step)
+    return write_checkpoint(Path(ckpt_dir), step, _canonical(model, optimizer), meta, keep_last)
+
+
+class AsyncCheckpointer:
+    """Saves that stop training only for a copy: `save` copies the state into host buffers (pinned when training
+    on CUDA; allocated once, in the background by `prepare`, and reused) and returns; a background thread writes
+    them exactly as `save_checkpoint` does (same files, CRC32s, rename, `latest`), its collectives on `group`, a
+    process group of their own, so they never interleave with the training's. A kill at any moment of the write
+    leaves the previous checkpoint as it was. One write at a time: `save` first waits for the previous one; `wait`
+    returns the newest saved path and raises a failed write's error in the training thread."""
+
+    def __init__(self, group=None, pin_memory: bool = False):
+        self.group, self.pin_memory = group, pin_memory
+        self.buffers: dict | None = None
+        self.allocating: threading.Thread | None = None
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.saved: Path | None = None
+
+    def prepare(self, model, optimizer) -> None:
+        """Allocate the host buffers in the background (pinning gigabytes takes seconds), once the optimizer state
+        exists (after the first step), so that the first save, too, stops training only for its copy."""
+        if self.buffers is None and self.allocating is None:
+            state = _canonical(model, optimizer)
+            self.allocating = threading.Thread(target=self._allocate, args=(state,), name="checkpoint-buffers")
+            self.allocating.start()
+
+    def _allocate(self, state: dict) -> None:
+        self.buffers = _create_cpu_state_dict(state, pin_memory=self.pin_memory)
+
+    def save(self, ckpt_dir: Path, step: int, model, optimizer, meta: dict[str, Any], keep_last: int) -> None:
+        self.wait()
+        _refuse_existing(ckpt_dir, step)
+        if self.allocating is not None:
+            self.allocating.join()
+        state = _canonical(model, optimizer)
+        if self.buffers is None:  # no `prepare`, or its allocation failed (then this raises the reason)
+            self.buffers = _create_cpu_state_dict(state, pin_memory=self.pin_memory)
+        _copy_state_dict(state, self.buffers, non_blocking=self.pin_memory)
+        if self.pin_memory:
+            torch.cuda.synchronize()  # the copies are done before the next optimizer step changes the weights
+        args = (ckpt_dir, step, self.buffers, meta, keep_last, self.group)
+        self.thread = threading.Thread(target=self._write, args=args, name=f"checkpoint-{step}", daemon=True)
+        self.thread.start()
+
+    def _write(self, *args) -> None:
+        try:
+            self.saved = write_checkpoint(*args)
+        except BaseException as e:  # handed to the training thread by `wait`
+            self.error = e
+
+    def poll(self) -> None:
+        """Raise a finished write's error now rather than at the next save."""
+        if self.thread is not None and not self.thread.is_alive():
+            self.wait()
+
+    def wait(self) -> Path | None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return self.saved
 
 
 def load_checkpoint(path: str | Path, model, optimizer=None) -> None:

@@ -47,7 +47,26 @@ def read_hf_config(directory: Path) -> dict:
         raise CheckpointError(f"'{config_file}' is not valid JSON ({e}).") from e
 
 
+def check_hf_shards(directory: Path) -> None:
+    """Every shard that model.safetensors.index.json names is present (a download cut short leaves some out)."""
+    index_file = directory / "model.safetensors.index.json"
+    if not index_file.is_file():
+        return
+    try:
+        shards = sorted(set(json.loads(index_file.read_text())["weight_map"].values()))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"'{index_file}' is not a safetensors index with a weight_map ({e!r}).") from e
+    missing = [name for name in shards if not (directory / name).is_file()]
+    if missing:
+        raise CheckpointError(
+            f"'{directory / missing[0]}' is missing: {len(missing)} of the {len(shards)} shards that "
+            f"'{index_file.name}' names are absent ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}). "
+            f"Download the missing shards into '{directory}'."
+        )
+
+
 def read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
+    check_hf_shards(directory)
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise CheckpointError(f"'{directory}' has no *.safetensors weights.")
@@ -60,6 +79,33 @@ def read_hf_weights(directory: Path) -> dict[str, torch.Tensor]:
                 f"'{f}' is not a readable safetensors file ({e}). Re-download or re-export it."
             ) from e
     return state
+
+
+def hf_to_model_state(family, hf_state: dict, model_cfg, model, source: Path) -> dict[str, torch.Tensor]:
+    """The weights in our layout, checked name by name and shape by shape against the model that config.json
+    describes; a difference is one line naming the first tensor (not torch's dump of every one)."""
+    try:
+        state = family.state_dict_from_hf(hf_state, model_cfg)
+    except KeyError as e:
+        raise CheckpointError(
+            f"the weights in '{source}' lack tensor {e.args[0]!r}, which the model that its config.json describes "
+            f"needs: config.json and the weights are of different models. Use the config.json the weights came with."
+        ) from e
+    ours = model.state_dict()
+    missing, unexpected = sorted(set(ours) - set(state)), sorted(set(state) - set(ours))
+    wrong = [k for k in ours if k in state and state[k].shape != ours[k].shape]
+    if missing or unexpected or wrong:
+        first = (
+            f"{wrong[0]}: weights {tuple(state[wrong[0]].shape)}, config.json {tuple(ours[wrong[0]].shape)}"
+            if wrong
+            else f"{(missing or unexpected)[0]} {'missing from the weights' if missing else 'not in the model'}"
+        )
+        raise CheckpointError(
+            f"the weights in '{source}' do not fit the model that its config.json describes: {len(wrong)} tensors "
+            f"differ in shape, {len(missing)} are missing, {len(unexpected)} are extra (first: {first}). Use the "
+            f"config.json the weights came with."
+        )
+    return {k: v.float() for k, v in state.items()}
 
 
 def write_hf_dir(directory: Path, hf_config: dict, state: dict[str, torch.Tensor]) -> None:
@@ -105,10 +151,7 @@ def launch(cfg: ConvertCheckpointCfg) -> Path:
         model_cfg = family.cfg_from_hf(hf_config)  # refuses what it cannot convert before any weight is read
         hf_state = read_hf_weights(source)
         model = family.model_class(model_cfg)
-        try:
-            model.load_state_dict({k: v.float() for k, v in family.state_dict_from_hf(hf_state, model_cfg).items()})
-        except (KeyError, RuntimeError) as e:
-            raise CheckpointError(f"the weights in '{source}' do not match its config.json ({e}).") from e
+        model.load_state_dict(hf_to_model_state(family, hf_state, model_cfg, model, source))
         try:
             save_checkpoint(tmp, 0, model, None, {"model": dataclasses.asdict(model_cfg), "consumed_samples": 0}, 1)
             tmp.rename(out)

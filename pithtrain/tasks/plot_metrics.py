@@ -31,12 +31,21 @@ def read_metrics(run_dir: str) -> list[dict]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         raise DataError(f"'{run_dir}' has no metrics.jsonl: pass run directories written by `pithtrain train`.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"'{path}' is not UTF-8 text (byte {e.start} is {e.object[e.start : e.start + 1]!r}): it is not a "
+            f"metrics.jsonl written by `pithtrain train`. Pass the run directory of a training run."
+        ) from e
     records = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         try:
             records.append(json.loads(line))
         except ValueError as e:
             raise DataError(f"{path}:{n} is not a JSON line ({e}); remove it (a run killed mid-write).") from e
+    if not records:
+        raise DataError(f"'{path}' holds no steps (empty): nothing to plot. Plot it once the run has logged a step.")
     return records
 
 

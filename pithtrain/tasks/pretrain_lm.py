@@ -1,8 +1,11 @@
 """Pretraining a language model: config, set-up, and the training loop."""
 
 import dataclasses
+import errno
+import fcntl
 import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,13 +18,14 @@ from pithtrain.contexts import distributed, precision
 from pithtrain.dualpipe.dualpipev import Chunk, DualPipeV, pipeline_layer_split
 from pithtrain.models import model_family
 from pithtrain.modules.checkpoint import (
+    AsyncCheckpointer,
     CheckpointCfg,
     CheckpointError,
+    check_checkpoint_dir,
     check_model_matches,
     latest_checkpoint,
     load_checkpoint,
     read_meta,
-    save_checkpoint,
 )
 from pithtrain.modules.data import DataCfg, ResumableSampler, get_batch, make_dataset
 from pithtrain.modules.distributed import DistributedCfg, apply_fsdp, global_grad_norm, setup_distributed
@@ -149,6 +153,83 @@ class Run:
     dtype: torch.dtype
     ckpt_dir: Path
     resume: Path | None
+    lock: "RunDirLock | None"
+    ckpt_group: Any
+    """A process group of the background checkpoint writes' own (None in one process)."""
+
+
+class TrainingStopped(Exception):
+    """The run stopped before training.max_steps; the CLI prints the message and exits with `exit_status`
+    (3: a step that was not finite, 130: Ctrl-C)."""
+
+    def __init__(self, message: str, exit_status: int):
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class RunDirLock:
+    """`<run_dir>/run.lock`, holding the PID of the run that writes there: a second run into a busy run_dir is
+    refused, naming that PID. The lock is a POSIX record lock (`lockf`, which NFS honours too): the kernel drops it
+    when its process dies, so a lock file left by a killed run is taken over (with a note), and it is the
+    process's, so a second `setup` in the process that holds it (a script building a run twice) is not refused.
+    The file is removed when the run ends."""
+
+    def __init__(self, run_dir: Path):
+        if run_dir.exists() and not run_dir.is_dir():
+            raise ConfigError(f"run_dir '{run_dir}' is an existing file. Point run_dir at a directory.")
+        self.path = run_dir / "run.lock"
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.fd = self._take()
+        except OSError as e:
+            raise ConfigError(
+                f"run_dir '{run_dir}' is not writable ({e.strerror}). Point run_dir at a directory this user can "
+                f"create and write."
+            ) from e
+        stale = os.pread(self.fd, 64, 0).decode(errors="replace").strip()
+        if stale and stale != str(os.getpid()):
+            print(f"note: '{self.path}' was left by PID {stale}, which is not running; taking it over", flush=True)
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def _take(self) -> int:
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EACCES, errno.EAGAIN):
+                    raise
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise ConfigError(
+                    f"run_dir '{self.path.parent}' is in use by another run (PID {holder}, lock '{self.path}'). "
+                    f"Wait for it to end or stop it, or pick another run_dir."
+                ) from None
+            if self.path.exists() and self.path.stat().st_ino == os.fstat(fd).st_ino:
+                return fd
+            os.close(fd)  # the holder removed the file between our open and our lock: take the new one
+
+    def release(self) -> None:
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+
+
+def take_run_dir_lock(run_dir: str) -> RunDirLock | None:
+    """Rank 0 takes the lock; every rank raises its refusal, so no rank waits for a leader that left."""
+    lock, problem = None, None
+    if distributed.rank == 0:
+        try:
+            lock = RunDirLock(Path(run_dir))
+        except ConfigError as e:
+            problem = str(e)
+    if distributed.world_size > 1:
+        shared = [problem]
+        torch.distributed.broadcast_object_list(shared, src=0)
+        problem = shared[0]
+    if problem:
+        raise ConfigError(problem)
+    return lock
 
 
 def compile_layers(model, **compile_kwargs) -> None:
@@ -161,9 +242,10 @@ def compile_layers(model, **compile_kwargs) -> None:
 
 
 def setup(cfg: PretrainLMCfg) -> Run:
-    """Mesh, model, optimizer, data. Everything is validated before anything is written."""
+    """Mesh, model, optimizer, data. Everything is validated before anything is written; then the run_dir lock is
+    taken, and checkpoint.dir is checked (writable, room for one checkpoint) before the first step."""
     family = model_family(cfg.model.family)
-    tc, d = cfg.training, distributed
+    tc = cfg.training
     device = resolve_device(tc)
     dtype = compute_dtype(tc, device)
     setup_distributed(cfg.distributed, device)
@@ -171,9 +253,20 @@ def setup(cfg: PretrainLMCfg) -> Run:
         device = torch.device("cuda", torch.cuda.current_device())
     check_layout(cfg, family)
     check_logging_packages(cfg.logging)
-    ckpt_dir = Path(cfg.checkpoint.dir or Path(cfg.run_dir) / "checkpoints")
     dataset = make_dataset(cfg.data, cfg.model.vocab_size, tc.seed)
-    resume = latest_checkpoint(ckpt_dir) if ckpt_dir.exists() else None
+    lock = take_run_dir_lock(cfg.run_dir)
+    try:
+        return _setup_locked(cfg, family, device, dtype, dataset, lock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+
+
+def _setup_locked(cfg: PretrainLMCfg, family, device: torch.device, dtype: torch.dtype, dataset, lock) -> Run:
+    tc, d = cfg.training, distributed
+    ckpt_dir = Path(cfg.checkpoint.dir or Path(cfg.run_dir) / "checkpoints")
+    resume = latest_checkpoint(ckpt_dir) if ckpt_dir.is_dir() else None
     if resume is not None and cfg.checkpoint.resume == "never":
         raise CheckpointError(
             f"checkpoint.dir '{ckpt_dir}' already holds checkpoints and checkpoint.resume = \"never\". "
@@ -192,6 +285,9 @@ def setup(cfg: PretrainLMCfg) -> Run:
     torch.manual_seed(tc.seed)
     model, chunks = make_model(cfg, family, device)
     apply_fsdp(model, list(model.model.layers.values()), device)
+    # this rank's weights and two AdamW moments of the same size: its part of a checkpoint, give or take the RNG
+    local = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
+    check_checkpoint_dir(ckpt_dir, 3 * sum(t.numel() * t.element_size() for t in local))
     fsdp = d.dp_size * d.cp_size * d.ep_size > 1
     precision.fp8 = tc.precision == "fp8"
     if tc.compile:
@@ -204,7 +300,8 @@ def setup(cfg: PretrainLMCfg) -> Run:
         pipeline = DualPipeV(model, chunks, shape, device, defer_weight_grads=True)
     optimizer = make_optimizer(model, tc)
     sampler = ResumableSampler(len(dataset), tc.seed, shuffle=cfg.data.kind == "tokens")
-    return Run(cfg, model, optimizer, pipeline, dataset, sampler, device, dtype, ckpt_dir, resume)
+    ckpt_group = torch.distributed.new_group(backend="gloo") if d.world_size > 1 else None
+    return Run(cfg, model, optimizer, pipeline, dataset, sampler, device, dtype, ckpt_dir, resume, lock, ckpt_group)
 
 
 def forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
@@ -241,10 +338,12 @@ def _forward_backward(run: Run, consumed: int) -> tuple[torch.Tensor, int]:
     return loss_sum, num_tokens
 
 
-def optimizer_step(run: Run, step: int) -> tuple[torch.Tensor, float]:
-    """Clip the gradients, update with optimizer step `step`'s learning rate, clear them. Returns (grad norm, lr)."""
+def optimizer_step(run: Run, step: int, norm: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
+    """Clip the gradients, update with optimizer step `step`'s learning rate, clear them. Returns (grad norm, lr).
+    `norm`: the global gradient norm, when the caller computed it already (to check it before the update)."""
     tc = run.cfg.training
-    norm = global_grad_norm(run.model.parameters(), run.cfg.distributed.hsdp)
+    if norm is None:
+        norm = global_grad_norm(run.model.parameters(), run.cfg.distributed.hsdp)
     # The clipping factor multiplies the gradients inside AdamW's pass, not in a pass of its own.
     clip_coef = torch.clamp(tc.grad_clip / (norm + 1e-6), max=1.0) if tc.grad_clip else torch.ones_like(norm)
     lr = lr_at(step, tc)
@@ -258,7 +357,30 @@ def optimizer_step(run: Run, step: int) -> tuple[torch.Tensor, float]:
 def launch(cfg: PretrainLMCfg) -> list[dict]:
     """Train; returns the per-step metric records (every rank gets the same losses)."""
     run = setup(cfg)
-    family, tc, d = model_family(cfg.model.family), cfg.training, distributed
+    try:
+        return train(run)
+    finally:
+        if run.lock is not None:
+            run.lock.release()
+
+
+def newest_checkpoint(run: Run, saver: AsyncCheckpointer) -> str:
+    """For a stop message: the newest complete checkpoint, once the write in flight (if any) has ended. That write
+    is finished, not abandoned, even on a second Ctrl-C (kill -9 at any moment of it leaves the previous one)."""
+    while True:
+        try:
+            saver.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+        except Exception:  # the write's own error is not what stopped the run
+            break
+    newest = latest_checkpoint(run.ckpt_dir) if run.ckpt_dir.is_dir() else None
+    return f"'{newest}'" if newest else "none (a new run starts from step 0)"
+
+
+def train(run: Run) -> list[dict]:
+    cfg, family, tc, d = run.cfg, model_family(run.cfg.model.family), run.cfg.training, distributed
     model, optimizer, leader = run.model, run.optimizer, distributed.rank == 0
     step, consumed = 0, 0
     if run.resume is not None:
@@ -277,7 +399,6 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
 
     if leader:
         run_dir = Path(cfg.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1))
         flops = family.flops_per_token(cfg.model, cfg.data.seq_len)
         logger = ProgressLogger(
@@ -290,31 +411,54 @@ def launch(cfg: PretrainLMCfg) -> list[dict]:
             flush=True,
         )
     meta = {"model": dataclasses.asdict(cfg.model), "schedule": schedule_of(tc)}
-    records, path = [], run.resume
-    while step < tc.max_steps:
-        # One optimizer step: forward/backward over the global batch, clip, update, report, maybe save.
-        loss_sum, num_tokens = forward_backward(run, consumed)
-        grad_norm, lr = optimizer_step(run, step)
-        step += 1
-        consumed += tc.global_batch_size
-        if d.world_size > 1:
-            torch.distributed.all_reduce(loss_sum)
-        loss = float(loss_sum) / num_tokens
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss} at step {step}; lower training.lr or check the data.")
-        record = {"step": step, "loss": loss}
-        if leader:
-            record = logger.log(step, loss, lr, float(grad_norm), tc.global_batch_size * cfg.data.seq_len)
-        records.append(record)
-
-        if step == tc.max_steps or (cfg.checkpoint.interval and step % cfg.checkpoint.interval == 0):
-            t0 = time.perf_counter()
-            extra = meta | {"consumed_samples": consumed}
-            path = save_checkpoint(run.ckpt_dir, step, model, optimizer, extra, cfg.checkpoint.keep_last)
+    saver = AsyncCheckpointer(run.ckpt_group, pin_memory=run.device.type == "cuda")
+    records = []
+    try:
+        while step < tc.max_steps:
+            # One optimizer step: forward/backward over the global batch; loss and gradient norm checked (one sync)
+            # before the update, so a step that is not finite is neither applied nor saved; report; maybe save.
+            loss_sum, num_tokens = forward_backward(run, consumed)
+            if d.world_size > 1:
+                torch.distributed.all_reduce(loss_sum)
+            norm_t = global_grad_norm(model.parameters(), cfg.distributed.hsdp)
+            loss, grad_norm = torch.stack([loss_sum.float() / num_tokens, norm_t.to(loss_sum.device)]).tolist()
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm} (loss {loss:.4f})"
+                raise TrainingStopped(
+                    f"step {step + 1} is not finite ({what}); it was not applied and nothing of it was saved. "
+                    f"Last good checkpoint: {newest_checkpoint(run, saver)}. Lower training.lr (now {tc.lr:g}) or "
+                    f"raise training.warmup_steps, or check the data; the next run resumes from that checkpoint.",
+                    exit_status=3,
+                )
+            _, lr = optimizer_step(run, step, norm_t)
+            saver.prepare(model, optimizer)
+            step += 1
+            consumed += tc.global_batch_size
+            record = {"step": step, "loss": loss}
             if leader:
-                print(f"saved checkpoint {path} in {time.perf_counter() - t0:.1f}s", flush=True)
-                logger.last_time = time.perf_counter()  # the save is not part of the next step's time
+                record = logger.log(step, loss, lr, grad_norm, tc.global_batch_size * cfg.data.seq_len)
+            records.append(record)
+            saver.poll()
+            if step == tc.max_steps or (cfg.checkpoint.interval and step % cfg.checkpoint.interval == 0):
+                t0 = time.perf_counter()
+                extra = meta | {"consumed_samples": consumed}
+                saver.save(run.ckpt_dir, step, model, optimizer, extra, cfg.checkpoint.keep_last)
+                if leader:
+                    print(f"checkpoint of step {step}: training paused {time.perf_counter() - t0:.2f}s to copy it; "
+                          f"writing it in the background", flush=True)  # fmt: skip
+                    logger.last_time = time.perf_counter()  # the copy is not part of the next step's time
+        saved = saver.wait()
+    except KeyboardInterrupt:
+        raise TrainingStopped(
+            f"interrupted (Ctrl-C) after step {step} of {tc.max_steps}; what came after the newest checkpoint is not "
+            f"kept. Newest checkpoint: {newest_checkpoint(run, saver)}; run the same command to resume from it.",
+            exit_status=130,
+        ) from None
+    finally:
+        if leader:
+            logger.close()
     if leader:
-        print(logger.summary(path), flush=True)
-        logger.close()
+        if saved is not None:
+            print(f"saved checkpoint {saved}", flush=True)
+        print(logger.summary(saved or run.resume), flush=True)
     return records

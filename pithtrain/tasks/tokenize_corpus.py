@@ -37,6 +37,16 @@ class TokenizeCorpusCfg:
 
 
 def read_documents(path: Path, text_field: str):
+    try:
+        yield from _read_documents(path, text_field)
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"input '{path}' is not UTF-8 text (byte {e.start} is {e.object[e.start : e.start + 1]!r}; binary, or "
+            f"another encoding). Convert it to UTF-8 (e.g. iconv) or leave it out."
+        ) from e
+
+
+def _read_documents(path: Path, text_field: str):
     if path.suffix == ".jsonl":
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):

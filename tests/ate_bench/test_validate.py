@@ -2,6 +2,7 @@
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -80,12 +81,23 @@ def test_blind_answers_are_cells_with_rates_per_set(tmp_path, capsys):
     rates = {"correct_pass": 2, "correct": 2, "wrong_fail": 1, "wrong": 1, "cited_fail": 1, "cited": 1}
     assert rec["summary"]["blind"] == {"setA": {"pithtrain": rates}}
     assert "blind setA pithtrain: correct PASS 2/2, wrong FAIL 1/1" in capsys.readouterr().out
-    # Written against another pithtrain tree: its literal lines may have moved, so the cells are not run.
-    (tasks / "qa" / "blind_sets.toml").write_text('[setA]\npithtrain_commit = "f5218b9"\n')
+    # Written against another pithtrain tree: checked against that tree, whose lines differ from HEAD's.
+    old = "681af61"  # pithtrain/__main__.py's main() stood 8 lines higher there
+    old_main = subprocess.run(["git", "show", f"{old}:pithtrain/__main__.py"], cwd=root, capture_output=True, text=True)
+    then = next(i for i, t in enumerate(old_main.stdout.splitlines(), 1) if t.startswith("def main("))
+    assert then != at["entry"]
+    (blind / "correct-1.md").write_text(f"<final-answer>\nentry: pithtrain/__main__.py:{then}\nname: pyproject.toml:"
+                                        f"{at['name']}\n</final-answer>\n")  # fmt: skip
+    (tasks / "qa" / "blind_sets.toml").write_text(f'[setA]\npithtrain_commit = "{old}"\n')
+    code, rec = _validate(tmp_path, tasks, "qa-02")
+    assert _cells(rec)[("qa-02", "", "setA/correct-1.md")]["verdict"] == "PASS"
+    assert _cells(rec)[("qa-02", "", "gold")]["verdict"] == "PASS"  # the gold still answers on HEAD's tree
+    # A commit that is not in the history: the cells are not run, with the reason.
+    (tasks / "qa" / "blind_sets.toml").write_text('[setA]\npithtrain_commit = "0123456789abcdef"\n')
     code, rec = _validate(tmp_path, tasks, "qa-02")
     cell = _cells(rec)[("qa-02", "", "setA/correct-1.md")]
     assert code == 0 and cell["verdict"] == "not run"
-    assert cell["reasons"] == ["pithtrain/ or examples/ differ from f5218b9, the tree setA's writers read"]
+    assert cell["reasons"] == ["commit 0123456789ab, the tree setA's writers read, is not in this repository's history"]
 
 
 def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
