@@ -120,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="remove skills/ trees, .claude/.codex/.agents skills and the '## Skills' section of AGENTS.md/CLAUDE.md",
     )
+    run.add_argument(
+        "--skills-overlay",
+        action="store_true",
+        help="torchtitan/megatron-lm: copy this repository's skills/capture-profile into the workspace (recorded)",
+    )
     _source_options(run)
     run.add_argument(
         "--time-limit-s", type=float, default=None, help="override the task's time limit (harness debugging)"
@@ -190,6 +195,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             pass_env=tuple(args.pass_env),
             profile=args.profile or "",
             sandbox=not args.no_sandbox,
+            skills_overlay=("capture-profile",) if args.skills_overlay else (),
             scripted=str(args.scripted or ""),
         )
         path = run_once(opts)

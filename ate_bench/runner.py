@@ -80,6 +80,9 @@ class RunOptions:
     gpu_source: SampleSource = nvidia_smi_source
     sandbox: bool = True
     """Run the agent and the checker in the sandbox (sandbox.py); False only by the user's explicit flag."""
+    skills_overlay: tuple[str, ...] = ()
+    """This repository's skills given to a torchtitan or megatron-lm workspace (the authors' harness gave them the
+    profile-capture skill); recorded, and reported apart."""
     scripted: str = ""
     """A pipeline check, not an agent result: the agent talks to a scripted endpoint (scripted_endpoint.py)
     replaying this trajectory file, or "gold" for the trajectory made from the task's gold (trajectories.py)."""
@@ -382,6 +385,12 @@ def _plan(opts: RunOptions) -> _Plan:
     if limit is not None and not (math.isfinite(limit) and limit > 0):
         raise ValueError(f"--time-limit-s {limit:g} is not allowed: give a number of seconds > 0")
     profile = task.check_profile(opts.profile)
+    if opts.skills_overlay and (opts.framework == "pithtrain" or not opts.skills):
+        clash = f"framework {opts.framework!r}" if opts.skills else "--no-skills"
+        raise ValueError(
+            f"--skills-overlay with {clash}: the overlay gives torchtitan or megatron-lm pithtrain's skills; "
+            "pithtrain has them already and --no-skills removes skills"
+        )
     need, have = task.gpus_for(profile), len(gpu_inventory())
     if need > have:
         what = f"profile {profile!r}" if profile else f"task {task.id}"
@@ -421,6 +430,7 @@ def _make_workspace(opts: RunOptions, plan: _Plan) -> Workspace:
             skills=opts.skills,
             prepare_dir=opts.task.prepare_dir(opts.framework, plan.profile),
             cache_dir=opts.cache_dir,
+            skills_overlay=opts.skills_overlay,
         )
         if opts.scripted == "gold":
             trajectory = gold_trajectory(opts.task, opts.framework, plan.profile, ws.path)
@@ -559,6 +569,7 @@ def _framework_record(ws: Workspace) -> dict:
         "source": ws.source,
         "dirty_paths": ws.dirty_paths,
         "skills": ws.skills,
+        "skills_overlay": ws.skills_overlay,
         "stripped": ws.stripped,
         "prepared": ws.prepared,
         "notes": ws.notes,
@@ -656,6 +667,7 @@ def _group_key(rec: dict) -> tuple:
         agent["name"],
         agent["model"],
         fw["skills"],
+        ",".join(fw.get("skills_overlay", [])),  # records before the overlay had none
     )
 
 
@@ -666,11 +678,12 @@ def _status(rec: dict) -> str:
 
 def report(records: list[dict]) -> str:
     """Medians over repeats, one row per task, profile, framework, source mode, version, tree hash,
-    agent, model and skills (runs that differ in any of them never share a median); gold/noop apart."""
+    agent, model, skills and skills overlay (runs that differ in any of them never share a median); gold/noop
+    apart."""
     groups: dict[tuple, list[dict]] = {}
     for rec in records:
         groups.setdefault(_group_key(rec), []).append(rec)
-    header = ["task", "profile", "framework", "mode", "version", "tree", "agent", "model", "skills"]
+    header = ["task", "profile", "framework", "mode", "version", "tree", "agent", "model", "skills", "overlay"]
     header += ["runs", "pass", *(h for _, h, _ in METRIC_COLUMNS)]
     sections = []
     for kind, title in (

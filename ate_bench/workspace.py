@@ -81,6 +81,8 @@ class Workspace:
     prepared: list[str] = field(default_factory=list)
     source: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    skills_overlay: list[str] = field(default_factory=list)
+    """This repository's skills copied into skills/ (with a .claude/skills link) before the baseline commit."""
 
 
 def tree_sha256(root: Path, cache: dict[str, tuple[tuple, str]] | None = None) -> str:
@@ -375,9 +377,11 @@ def materialize(
     prepare_dir: Path | None = None,
     cache_dir: Path = DEFAULT_CACHE_DIR,
     at_commit: str = "",
+    skills_overlay: tuple[str, ...] = (),
 ) -> Workspace:
-    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, baseline.
-    `at_commit`: pithtrain only, this repository's tree at that commit instead of HEAD."""
+    """A fresh workspace at `dest`: source, tree hash, strip (if not `skills`), prepare files, the overlay of this
+    repository's `skills_overlay` skills, baseline. `at_commit`: pithtrain only, this repository's tree at that
+    commit instead of HEAD."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
     if mode not in SOURCE_MODES:
@@ -385,14 +389,21 @@ def materialize(
     fw = FRAMEWORKS[framework]
     dest.mkdir(parents=True, exist_ok=False)
     try:
-        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir, at_commit)
+        return _materialize(fw, dest, mode, skills, prepare_dir, cache_dir, at_commit, skills_overlay)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)  # a failed start leaves no half-made workspace behind
         raise
 
 
 def _materialize(
-    fw: FrameworkSource, dest: Path, mode: str, skills: bool, prepare_dir: Path | None, cache_dir: Path, at_commit: str
+    fw: FrameworkSource,
+    dest: Path,
+    mode: str,
+    skills: bool,
+    prepare_dir: Path | None,
+    cache_dir: Path,
+    at_commit: str = "",
+    skills_overlay: tuple[str, ...] = (),
 ) -> Workspace:
     framework = fw.name
     ws = Workspace(path=dest, framework=framework, mode="", version="", tree_sha256="", skills="")
@@ -413,6 +424,9 @@ def _materialize(
     if prepare_dir is not None and prepare_dir.is_dir():
         shutil.copytree(prepare_dir, dest, dirs_exist_ok=True)
         ws.prepared = sorted(p.relative_to(prepare_dir).as_posix() for p in prepare_dir.rglob("*") if p.is_file())
+    for name in skills_overlay:
+        overlay_skill(dest, name)
+    ws.skills_overlay = list(skills_overlay)
     _git("init", "--quiet", cwd=dest)
     _git("add", "--all", "--force", cwd=dest)
     ident = [
@@ -448,6 +462,20 @@ def restore_git_config(root: Path, config: bytes) -> None:
         raise MaterializeError(f"{git_dir}: the agent replaced the workspace's git directory; no diff can be taken")
     (git_dir / "config").unlink(missing_ok=True)
     (git_dir / "config").write_bytes(config)
+
+
+def overlay_skill(dest: Path, name: str) -> None:
+    """Copy this repository's skills/<name> into the workspace's skills/, found where agents look (.claude/skills)."""
+    source = REPO_ROOT / "skills" / name
+    if not (source / SKILL_FILE).is_file():
+        raise MaterializeError(f"skills overlay {name!r}: {source / SKILL_FILE} does not exist")
+    if (dest / "skills" / name).exists():
+        raise MaterializeError(f"skills overlay {name!r}: the workspace already has skills/{name}")
+    shutil.copytree(source, dest / "skills" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    link = dest / ".claude" / "skills"
+    if not link.exists() and not link.is_symlink():
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to("../skills")
 
 
 def workspace_diff(root: Path) -> tuple[str, list[str]]:

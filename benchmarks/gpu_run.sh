@@ -15,7 +15,10 @@
 #    tasks/feature/gpu1_golds.sh), each inside ATE_BUDGET_S (default 360 s): $OUT/operate/ and $OUT/feature-gpu1*;
 # 7a. with ATE_SANDBOX=1, runs the agent sandbox's tests that need no git checkout (tests/ate_bench/test_isolation.py:
 #    the sandbox held as root and as `nobody`, nvidia-smi and a CUDA tensor inside it): $OUT/ate_sandbox.log;
-# 7b. with PROFILE="CONFIG:VARIANT[:base] ...", runs benchmarks/profile_step.py on each (VARIANT eager, compiled or fp8;
+# 7b. with ATE_TORCHTITAN=1, runs the operate tasks' gpu1 golds on TorchTitan 0.2.2 alone on the GPU
+#    (FRAMEWORK=torchtitan tasks/operate/gpu1_golds.sh; carry its sdist as .whl/torchtitan-0.2.2.tar.gz beside the
+#    wheels), inside ATE_BUDGET_S: $OUT/operate-torchtitan/;
+# 7c. with PROFILE="CONFIG:VARIANT[:base] ...", runs benchmarks/profile_step.py on each (VARIANT eager, compiled or fp8;
 #    ":base" runs it from .bench-base/base.tar, `git archive` of the commit before a change, for a before/after pair
 #    in one call); their tables go to $OUT/profiles.txt;
 # 8. runs the throughput comparison on each of CONFIGS (default qwen3-30b-a3b-4l and -8l) on GPUS (default 1; 1,2
@@ -116,6 +119,12 @@ if [ "${ATE_SANDBOX:-0}" = 1 ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -rs tests/ate_bench/test_isolation.py \
     -k "sandbox_holds or gpus_are_usable" > "$OUT/ate_sandbox.log" 2>&1
   echo "ate sandbox: exit $? ($(tail -n 1 "$OUT/ate_sandbox.log"))"
+fi
+
+if [ "${ATE_TORCHTITAN:-0}" = 1 ]; then
+  echo "== ATE-Bench gpu1 operate golds on TorchTitan (budget ${ATE_BUDGET_S:-360} s)"
+  OUT="$OUT/operate-torchtitan" FRAMEWORK=torchtitan BUDGET_S=${ATE_BUDGET_S:-360} bash tasks/operate/gpu1_golds.sh 2>&1 \
+    | tail -n 12
 fi
 
 for entry in ${PROFILE:-}; do

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# The four operate tasks' gold solutions on pithtrain, gpu1 profile (one H200), each proven by its checker: the one
-# GPU call that validates them. From the repository root on the GPU machine:
+# The operate tasks' gold solutions on one framework (FRAMEWORK: pithtrain, the default, or torchtitan), gpu1 profile
+# (one H200), each proven by its checker: the one GPU call that validates them. From the repository root on the GPU
+# machine:
 #   bash tasks/operate/gpu1_golds.sh            (about 5 minutes; writes $OUT/gpu1_golds.json and $OUT/gpu1_golds.log)
 #   TASKS=02-train-evaluate BUDGET_S=500 bash tasks/operate/gpu1_golds.sh     (one task, a longer budget)
+#   FRAMEWORK=torchtitan bash tasks/operate/gpu1_golds.sh    (TorchTitan 0.2.2: its workspace is the sdist, carried
+#     as .whl/torchtitan-0.2.2.tar.gz, and its requirements are the carried wheels gpu_run.sh puts on PYTHONPATH;
+#     through gpu_run.sh: ATE_TORCHTITAN=1 ATE_BUDGET_S=540 TESTS=0 PROBE=0 CONVERGENCE=0 CONFIGS= bash benchmarks/gpu_run.sh)
+# .whl/ for torchtitan (2 MiB): cp ~/.cache/pithtrain-ate/pypi/torchtitan-0.2.2.tar.gz .whl/ (python -m ate_bench
+# caches it there), then the device README's `pip download --no-deps --only-binary=:all: --python-version 3.12 ...
+# -d .whl` of torchtitan==0.2.2 torchdata==0.11.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 tyro==1.0.17
+# docstring_parser==0.18.0 typeguard==4.6.1 shtab==1.13.0; the GPU image has the rest (pyarrow, transformers, ...).
 # The 4-layer model's checkpoint with optimizer state is 27 GB: Getting Started and Train & Evaluate each write one,
 # so the disk's speed sets most of the time; the tasks run cheapest first, Train & Evaluate last.
-# Each task gets a fresh workspace as the harness makes one for pithtrain (this tree without ate_bench/, tasks/,
-# tests/, results/), the task's prepare/gpu1/pithtrain/ files, then its gold (ATE_PROFILE=gpu1) and check.py; the
+# Each task gets a fresh workspace as the harness makes one (pithtrain: this tree without ate_bench/, tasks/, tests/,
+# results/; torchtitan: the unpacked sdist), the task's prepare/gpu1/$FRAMEWORK/ files, then its gold
+# (ATE_PROFILE=gpu1) and check.py; the
 # untouched workspace (noop) must FAIL. The wrong cases are left to `python -m ate_bench validate`: two of them
 # re-run a gold, which the call's time does not allow. A gold is stopped when the call's budget runs out.
 set -uo pipefail
 REPO=$(pwd)
 OUT=${OUT:-$REPO/results/ate/validation}
 BUDGET_S=${BUDGET_S:-330}
+FRAMEWORK=${FRAMEWORK:-pithtrain}
+SDIST=${SDIST:-$REPO/.whl/torchtitan-0.2.2.tar.gz}
 mkdir -p "$OUT"
 LOG="$OUT/gpu1_golds.log"
 ROWS=$(mktemp)
@@ -28,28 +39,34 @@ fi
 workspace() {  # $1: task dir -> a fresh workspace path on stdout
   local ws
   ws=$(mktemp -d "$WORK/ws.XXXX")
-  tar -C "$REPO" --exclude=./.git --exclude=./ate_bench --exclude=./tasks --exclude=./tests --exclude=./results \
-    --exclude=./.nox --exclude=./.venv --exclude=./.whl -cf - . | tar -xf - -C "$ws"
-  cp -rL "$1/prepare/gpu1/pithtrain/." "$ws/"
+  if [ "$FRAMEWORK" = torchtitan ]; then
+    tar -xzf "$SDIST" -C "$ws" --strip-components 1
+  else
+    tar -C "$REPO" --exclude=./.git --exclude=./ate_bench --exclude=./tasks --exclude=./tests --exclude=./results \
+      --exclude=./.nox --exclude=./.venv --exclude=./.whl -cf - . | tar -xf - -C "$ws"
+  fi
+  cp -rL "$1/prepare/gpu1/$FRAMEWORK/." "$ws/"
   echo "$ws"
 }
 
 check() {  # $1 task dir, $2 workspace, $3 case, $4 expected, $5 seconds the case ran -> one row
   local out rc
-  out=$(cd "$2" && python3 "$1/check.py" --workspace "$2" --framework pithtrain --answer /dev/null --profile gpu1 2>>"$LOG")
+  out=$(cd "$2" && python3 "$1/check.py" --workspace "$2" --framework "$FRAMEWORK" --answer /dev/null --profile gpu1 \
+    2>>"$LOG")
   rc=$?
   echo "$out" | sed "s|^|[$(basename "$1") $3 check] |" >>"$LOG"
-  python3 - "$(basename "$1")" "$3" "$4" "$rc" "$5" "$out" >>"$ROWS" <<'PY'
+  python3 - "$(basename "$1")" "$3" "$4" "$rc" "$5" "$out" "$FRAMEWORK" >>"$ROWS" <<'PY'
 import json, sys
-task, case, expected, rc, seconds, out = sys.argv[1:]
+task, case, expected, rc, seconds, out, framework = sys.argv[1:]
 verdict = "PASS" if rc == "0" and "PASS" in out.splitlines() else "FAIL" if rc in ("0", "1") else "ERROR"
 reasons = [l[len("FAIL: "):] for l in out.splitlines() if l.startswith("FAIL: ")]
-print(json.dumps({"task": task, "framework": "pithtrain", "profile": "gpu1", "case": case, "expected": expected,
+print(json.dumps({"task": task, "framework": framework, "profile": "gpu1", "case": case, "expected": expected,
                   "verdict": verdict, "reasons": reasons, "seconds": float(seconds)}))
 PY
 }
 
 TASKS=${TASKS:-"04-heavy-kernels 03-routing-trace 01-getting-started 02-train-evaluate"}  # cheapest first
+[ "$FRAMEWORK" = torchtitan ] && [ ! -f "$SDIST" ] && { echo "no TorchTitan sdist at $SDIST (carry it in .whl/)" >>"$LOG"; exit 2; }
 for slug in $TASKS; do
   task="$REPO/tasks/operate/$slug"
   ws=$(workspace "$task")
@@ -59,17 +76,22 @@ for slug in $TASKS; do
   ws=$(workspace "$task")
   t0=$(date +%s)
   echo "=== $(basename "$task") gold (budget left ${left}s)" >>"$LOG"
-  (cd "$ws" && ATE_PROFILE=gpu1 GOLD_DIR="$task/gold/pithtrain" timeout -k 10 "$((left > 20 ? left : 20))" \
-    bash "$task/gold/pithtrain/solve.sh") >>"$LOG" 2>&1
+  (cd "$ws" && ATE_PROFILE=gpu1 GOLD_DIR="$task/gold/$FRAMEWORK" timeout -k 10 "$((left > 20 ? left : 20))" \
+    bash "$task/gold/$FRAMEWORK/solve.sh") >>"$LOG" 2>&1
   echo "=== $(basename "$task") gold exit $? after $(($(date +%s) - t0))s" >>"$LOG"
   check "$task" "$ws" gold PASS "$(($(date +%s) - t0))"
   rm -rf "$ws"
 done
 
-python3 - "$ROWS" "$OUT/gpu1_golds.json" "${PITH_GIT_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" <<'PY'
+SOURCE=$([ "$FRAMEWORK" = torchtitan ] && basename "$SDIST" || echo "this tree")
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+python3 - "$ROWS" "$OUT/gpu1_golds.json" "${PITH_GIT_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" \
+  "$FRAMEWORK" "$SOURCE" "${GPU:-unknown}" <<'PY'
 import json, platform, sys, time
+import torch
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 record = {"schema": "operate-gpu1-golds-1", "commit": sys.argv[3], "host": platform.node(),
+          "framework": sys.argv[4], "framework_source": sys.argv[5], "gpu": sys.argv[6], "torch": torch.__version__,
           "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": rows,
           "all_as_expected": all(r["verdict"] == r["expected"] for r in rows)}
 open(sys.argv[2], "w").write(json.dumps(record, indent=1) + "\n")

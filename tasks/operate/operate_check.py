@@ -24,6 +24,9 @@ STEP_LOSS = {
     "megatron-lm": re.compile(r"iteration\s+(?P<step>\d+)/\s*\d+ \|.*?lm loss: (?P<loss>\S+)", re.M),
 }
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# TorchTitan's provided model per profile: (flavor registered by the module of that name, its job config). The
+# paper profile uses TorchTitan's own 16B flavor, which the checkers do not rebuild.
+TORCHTITAN_PROVIDED = {"smoke": ("deepseek_v2_smoke", "smoke.toml"), "gpu1": ("deepseek_v2_lite_4l", "gpu1.toml")}
 
 
 def parse_args() -> argparse.Namespace:
@@ -40,6 +43,25 @@ def parse_args() -> argparse.Namespace:
 def provided(task_dir: Path, profile: str, framework: str, name: str) -> Path:
     """The pristine copy of a provided file (the task's, never the workspace's)."""
     return task_dir / "prepare" / profile / framework / name
+
+
+def torchtitan_flavor(task_dir: Path, profile: str):
+    """The provided TorchTitan flavor's model args (a copy) and its job config's [training] table; the flavor module
+    is the task's own file, never the workspace's."""
+    import dataclasses
+    import importlib.util
+    import tomllib
+
+    from torchtitan.models.deepseek_v3 import deepseekv3_args
+
+    flavor, config = TORCHTITAN_PROVIDED[profile]
+    provided = task_dir / "prepare" / profile / "torchtitan"
+    spec = importlib.util.spec_from_file_location(f"provided_{flavor}", provided / f"{flavor}.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers the flavor
+    training = tomllib.loads((provided / config).read_text())["training"]
+    args = dataclasses.replace(deepseekv3_args[flavor], max_seq_len=training["seq_len"])
+    args.moe_impl = "standard"  # update_from_config sets it from parallelism.expert_parallel_comm_backend
+    return args, training
 
 
 def sha256(path: Path) -> str:

@@ -144,14 +144,29 @@ def test_report_groups_by_everything_that_changes_a_run(dirs, capsys):
     assert "Agent results" not in text
     tree = records[0]["framework"]["tree_sha256"][:12]
     version = records[0]["framework"]["version"]
-    assert f"| qa-01 | - | pithtrain | repo | {version} | {tree} | gold | default | kept | 2 | 2/2 |" in text
+    assert f"| qa-01 | - | pithtrain | repo | {version} | {tree} | gold | default | kept | - | 2 | 2/2 |" in text
     # Another model or another tree hash is another row, never one median.
     other = json.loads(json.dumps(records[1]))
     other["agent"]["model"], other["framework"]["tree_sha256"] = "m2", "f" * 64
     other["verdict"]["status"] = "ERROR"
     text = report([records[0], other])
-    assert f"| {tree} | gold | default | kept | 1 | 1/1 |" in text
-    assert "| ffffffffffff | gold | m2 | kept | 1 | 0/1 (1 checker error) |" in text
+    assert f"| {tree} | gold | default | kept | - | 1 | 1/1 |" in text
+    assert "| ffffffffffff | gold | m2 | kept | - | 1 | 0/1 (1 checker error) |" in text
+    # A run given the skills overlay is its own row, never a median with runs without it.
+    overlaid = json.loads(json.dumps(records[1]))
+    overlaid["framework"]["skills_overlay"] = ["capture-profile"]
+    text = report([records[0], overlaid])
+    assert f"| {tree} | gold | default | kept | - | 1 | 1/1 |" in text
+    assert f"| {tree} | gold | default | kept | capture-profile | 1 | 1/1 |" in text
+
+
+def test_skills_overlay_is_refused_where_it_means_nothing(dirs):
+    # pithtrain ships the skill; --no-skills removes skills: either with the overlay is a mistake, nothing made.
+    with pytest.raises(ValueError, match="--skills-overlay with framework 'pithtrain'"):
+        _run("qa-01", "noop", dirs, skills_overlay=("capture-profile",))
+    with pytest.raises(ValueError, match="--skills-overlay with --no-skills"):
+        _run("qa-01", "noop", dirs, skills=False, skills_overlay=("capture-profile",))
+    assert not Path(dirs["work_root"]).exists() and not Path(dirs["results_dir"]).exists()
 
 
 def _fake_claude(tmp_path: Path) -> Path:

@@ -1,12 +1,23 @@
 """Workspace materialization: the instruction-file switch, the tree hash, and the PyPI mode."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from ate_bench.frameworks import FRAMEWORKS
-from ate_bench.workspace import NetworkError, materialize, strip_skills, tree_sha256, workspace_diff
+from ate_bench.workspace import (
+    DEFAULT_CACHE_DIR,
+    REPO_ROOT,
+    MaterializeError,
+    NetworkError,
+    materialize,
+    overlay_skill,
+    strip_skills,
+    tree_sha256,
+    workspace_diff,
+)
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -132,3 +143,23 @@ def test_unreachable_index_is_a_network_error(tmp_path, monkeypatch, capfd):
     assert "ate_bench: downloading torchtitan==0.2.2 (sdist, once; cached in" in err
     assert "  pip: " in err
     assert not (tmp_path / "ws").exists()  # the failed start left no workspace
+
+
+def test_skills_overlay_copies_this_repos_skill_before_the_baseline(tmp_path):
+    cached = DEFAULT_CACHE_DIR / "pypi" / FRAMEWORKS["torchtitan"].pypi_filename
+    if not cached.is_file():
+        pytest.skip(f"no cached {cached.name} (python -m ate_bench caches it on first use)")
+    (tmp_path / "cache" / "pypi").mkdir(parents=True)
+    shutil.copy(cached, tmp_path / "cache" / "pypi" / cached.name)
+    ws = materialize(
+        "torchtitan", tmp_path / "ws", mode="pypi", cache_dir=tmp_path / "cache", skills_overlay=("capture-profile",)
+    )
+    assert ws.skills_overlay == ["capture-profile"]
+    skill = ws.path / "skills" / "capture-profile"
+    assert (skill / "SKILL.md").read_text() == (REPO_ROOT / "skills" / "capture-profile" / "SKILL.md").read_text()
+    assert (ws.path / ".claude" / "skills" / "capture-profile" / "SKILL.md").is_file()
+    assert workspace_diff(ws.path)[1] == []  # part of the baseline, not of the agent's diff
+    with pytest.raises(MaterializeError, match="already has skills/capture-profile"):
+        overlay_skill(ws.path, "capture-profile")
+    with pytest.raises(MaterializeError, match="skills overlay 'no-such-skill'"):
+        overlay_skill(ws.path, "no-such-skill")

@@ -11,8 +11,11 @@ the checker rebuilds step 1's batch from the provided config and data with this 
 expert set for at least AGREE of the tokens and matching weights on those; a random trace agrees on about
 1 / C(experts, top_k) of the tokens. It runs the run's micro-batches, so that on a GPU bf16 rounds as in the run.
 On gpu1 the weights are the workspace's `checkpoint/`, written by the provided make_checkpoint.py (too large to
-ship). Other frameworks: the recompute is not written (it needs their data order), so they FAIL it; their
-cells are [unrunnable] in task.toml.
+ship). On torchtitan the checker does the same with the pinned torchtitan of its own environment: the provided
+flavor (operate_check.TORCHTITAN_PROVIDED: smoke and gpu1; paper FAILs as not written) loads the weights through
+TorchTitan's state-dict adapter, and step 1's batch is the first local batch of TorchTitan's text dataset over the
+provided corpus/ and tokenizer (its loader neither shuffles nor accumulates gradients in the provided config).
+Megatron-LM: the recompute is not written, so it FAILs it; its cells are [unrunnable] in task.toml.
 """
 
 import sys
@@ -104,6 +107,40 @@ def first_layer_routing(ws: Path, config: Path, checkpoint: Path):
     return torch.cat(ids).numpy(), torch.cat(weights).numpy()
 
 
+def torchtitan_first_layer_routing(task_dir: Path, profile: str, checkpoint: Path):
+    """Step 1's first-MoE-layer routing as TorchTitan computes it: (ids, renormalised weights), each (B, S, K)."""
+    import torch
+    from safetensors.torch import load_file
+    from torchtitan.components.tokenizer import HuggingFaceTokenizer
+    from torchtitan.hf_datasets.text_datasets import HuggingFaceTextDataset
+    from torchtitan.models.deepseek_v3 import DeepSeekV3Model
+    from torchtitan.models.deepseek_v3.model.state_dict_adapter import DeepSeekV3StateDictAdapter
+
+    args, job = oc.torchtitan_flavor(task_dir, profile)
+    provided = task_dir / "prepare" / profile / "torchtitan"
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        model = DeepSeekV3Model(args)
+    hf = {k: v.float() for f in sorted(checkpoint.glob("*.safetensors")) for k, v in load_file(f).items()}
+    model.load_state_dict(DeepSeekV3StateDictAdapter(args, None).from_hf(hf))
+    model.eval()
+    tokenizer = HuggingFaceTokenizer(str(provided / "data" / "tokenizer"))
+    dataset = HuggingFaceTextDataset("c4_test", str(provided / "corpus"), tokenizer, seq_len=job["seq_len"])
+    samples = iter(dataset)
+    ids_BS = torch.stack([next(samples)[0]["input"] for _ in range(job["local_batch_size"])]).to(device)
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+        h = model.tok_embeddings(ids_BS)
+        for layer in model.layers.values():
+            if layer.moe_enabled:
+                h = h + layer.attention(layer.attention_norm(h), model.freqs_cis, None)
+                top_w, top_ids, _ = layer.moe.router(layer.ffn_norm(h).flatten(0, 1), layer.moe.expert_bias)
+                break
+            h = layer(h, model.freqs_cis, None)
+    w = top_w.float()
+    shape = (*ids_BS.shape, -1)
+    return top_ids.view(shape).cpu().numpy(), (w / w.sum(-1, keepdim=True)).view(shape).cpu().numpy()
+
+
 def agreement_failures(trace_ids, trace_w, want_ids, want_w, tol: float) -> list[str]:
     order_t, order_w = np.argsort(trace_ids, -1), np.argsort(want_ids, -1)
     ids_t, ids_w = np.take_along_axis(trace_ids, order_t, -1), np.take_along_axis(want_ids, order_w, -1)
@@ -134,11 +171,14 @@ def main() -> int:
     shape = (m["num_hidden_layers"] - m["first_k_dense_replace"], t["global_batch_size"], cfg["data"]["seq_len"])
     shape += (m["num_experts_per_tok"],)
     traces = load_traces(ws, shape, m["n_routed_experts"], failures)
+    checkpoint = oc.provided(task_dir, args.profile, "pithtrain", "checkpoint")
+    if not any(checkpoint.glob("*.safetensors")):  # gpu1: make_checkpoint.py wrote the weights in the workspace
+        checkpoint = ws / "checkpoint"
     if traces is not None and args.framework == "pithtrain":
-        checkpoint = oc.provided(task_dir, args.profile, "pithtrain", "checkpoint")
-        if not any(checkpoint.glob("*.safetensors")):  # gpu1: make_checkpoint.py wrote the weights in the workspace
-            checkpoint = ws / "checkpoint"
         want_ids, want_w = first_layer_routing(ws, config, checkpoint)
+        failures += agreement_failures(traces[0][0][0], traces[0][1][0], want_ids, want_w, WEIGHT_TOL[args.profile])
+    elif traces is not None and args.framework == "torchtitan" and args.profile in oc.TORCHTITAN_PROVIDED:
+        want_ids, want_w = torchtitan_first_layer_routing(task_dir, args.profile, checkpoint)
         failures += agreement_failures(traces[0][0][0], traces[0][1][0], want_ids, want_w, WEIGHT_TOL[args.profile])
     elif traces is not None:  # never a PASS on a condition it cannot check
         failures.append(f"checker: recomputing {args.framework}'s routing is not written")

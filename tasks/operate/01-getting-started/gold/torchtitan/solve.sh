@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# Gold for Getting Started on torchtitan: a fresh .venv holding torchtitan and its requirements, then the provided train.sh,
-# unmodified, under that venv's Python. Not run here (torchtitan 0.3.0 cannot start on a CPU; see task.toml).
+# Gold for Getting Started on torchtitan: a .venv that runs torchtitan (the workspace's source) and its requirements,
+# then the provided train.sh, unmodified, under that venv's Python. Only gpu1 is run (task.toml says why not smoke).
 set -euo pipefail
-python3 -m venv .venv
 case "$ATE_PROFILE" in
-  smoke) .venv/bin/pip install -q --no-compile torch==2.13.0 ;;
-  gpu1 | paper) .venv/bin/pip install -q torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128 ;;
+  smoke)  # torch's CPU build from this machine's package index, then torchtitan and its requirements
+    python3 -m venv .venv
+    .venv/bin/pip install -q --no-compile torch==2.13.0
+    .venv/bin/pip install -q --no-compile -e . ;;
+  gpu1)  # the GPU machine reaches no package index: the venv sees the host's CUDA torch and the requirements carried
+    # to it (torchdata, datasets, tyro: on PYTHONPATH) through a .pth file; `-m torchtitan.train` runs the workspace's
+    # source, first on sys.path from the workspace root
+    python3 -m venv --without-pip .venv
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    { python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; tr ':' '\n' <<<"${PYTHONPATH:-}"; } \
+      | grep -v '^$' >"$site/host-packages.pth" ;;
+  paper)  # the paper's machines: CUDA 12.8 wheels from PyTorch's index
+    python3 -m venv .venv
+    .venv/bin/pip install -q torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128
+    .venv/bin/pip install -q -e . ;;
   *) echo "unknown ATE_PROFILE '$ATE_PROFILE'" >&2; exit 2 ;;
 esac
-.venv/bin/pip install -q -e .
 source .venv/bin/activate
 bash train.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Getting Started: 5 training steps of the profile's model and layout (model_args.sh: MODEL_ARGS, NPROC).
+# Getting Started, smoke profile (CPU): 5 TorchTitan training steps of a tiny DeepSeek-V2 (smoke.toml).
 # Provided by the task: run it unmodified, with your environment's Python first on PATH.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -7,9 +7,9 @@ mkdir -p artifacts
 LOG="artifacts/train-$(date +%Y%m%d-%H%M%S).log"
 finish() { status=$?; trap - EXIT INT TERM; echo "exit-time: $(date +%s)" >>"$LOG"; exit "$status"; }
 trap finish EXIT INT TERM
-source model_args.sh
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # the flavor module; no downloads
 {
   python -c 'import sys, torch; print("python-prefix:", sys.prefix); print("torch-file:", torch.__file__)'
-  torchrun --standalone --nproc-per-node "$NPROC" -m torchtitan.train "${MODEL_ARGS[@]}" --training.steps 5 \
-    --metrics.log_freq 1 --dump_folder "runs/getting-started-$(date +%Y%m%d-%H%M%S)"
+  python -m torch.distributed.run --standalone --nproc-per-node 1 -m torchtitan.train --job.config_file smoke.toml \
+    --job.dump_folder "runs/getting-started-$(date +%Y%m%d-%H%M%S)"
 } 2>&1 | tee -a "$LOG"

@@ -1,1 +1,0 @@
-../../../../01-getting-started/prepare/smoke/torchtitan/model_args.sh

@@ -1,1 +1,0 @@
-../../../../01-getting-started/prepare/gpu1/torchtitan/model_args.sh

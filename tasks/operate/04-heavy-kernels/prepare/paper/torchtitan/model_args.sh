@@ -1,1 +1,0 @@
-../../../../01-getting-started/prepare/paper/torchtitan/model_args.sh

@@ -1,0 +1,1 @@
+../../../../01-getting-started/prepare/smoke/torchtitan/deepseek_v2_smoke.py

@@ -1,0 +1,46 @@
+"""A development aid, never a benchmark path: lets TorchTitan 0.2.2 train on a CPU build of torch, so that its golds
+and checker paths can be written and tried here at a tiny shape before the one GPU call proves them at gpu1.
+
+    PYTHONPATH=tasks/operate/torchtitan_cpu_standin:$PYTHONPATH TORCHTITAN_CPU_STANDIN=1 bash train.sh
+
+Python imports `sitecustomize` at start-up from PYTHONPATH, in every process (torchrun's workers too); without
+TORCHTITAN_CPU_STANDIN=1 it does nothing. What it patches is exactly what stops TorchTitan on the CPU (the smoke
+cells' [unrunnable] reasons): the device TorchTitan picks at import ('cuda' when no accelerator is found), the
+torch.cpu functions it calls as if they were torch.cuda's, and torch.histc, which has no CPU kernel for the int64
+expert ids its MoE router counts. A flavor of the shape under test must be swapped in by hand (the provided
+flavor modules are the real sizes).
+"""
+
+import os
+
+if os.environ.get("TORCHTITAN_CPU_STANDIN") == "1":
+    import types
+
+    import torch
+    import torch._utils
+    import torch.profiler
+
+    torch._utils._get_available_device_type = lambda: "cpu"
+    standins = {
+        "set_device": lambda device: None,
+        "get_device_name": lambda device=None: "cpu",
+        "get_device_properties": lambda device: types.SimpleNamespace(total_memory=64 * 2**30),
+        "reset_peak_memory_stats": lambda *a: None,
+        "empty_cache": lambda: None,
+        "memory_stats": lambda *a: {},
+    }
+    for name, fn in standins.items():
+        if not hasattr(torch.cpu, name):
+            setattr(torch.cpu, name, fn)
+    torch.cpu.current_device = lambda: 0  # torch.cpu's returns "cpu"; barrier(device_ids=[...]) needs an int
+
+    histc = torch.histc
+    torch.histc = lambda x, *a, **k: histc(x.float(), *a, **k).to(x.dtype)
+
+    class _Profile(torch.profiler.profile):
+        """TorchTitan lists CUDA or XPU activity, None on a CPU: drop the None."""
+
+        def __init__(self, *a, activities=None, **k):
+            super().__init__(*a, activities=[x for x in activities or [] if x is not None], **k)
+
+    torch.profiler.profile = _Profile
