@@ -157,6 +157,8 @@ def test_a_never_ending_run_is_killed_at_the_limit_with_its_tree(agent, tmp_path
     # mini-swe-agent (its trajectory, saved after each step) persist a turn once its tool call is done.
     served = rec["scripted"]["turns_served"]
     assert served >= 2 and served - (agent != "claude-code") <= rec["metrics"]["agent_turns"] <= served
+    if agent == "claude-code":  # no result event: each response's final count, from Claude Code's session file
+        assert rec["metrics"]["output_tokens"] == rec["scripted"]["output_tokens"], rec["metrics"]["notes"]
     assert _left_in(tmp_path / "work") == []
 
 
