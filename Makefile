@@ -2,7 +2,7 @@
 VENV := .venv
 NOX := $(VENV)/bin/nox
 
-.PHONY: test test-all lint reproduce kick-tires archive
+.PHONY: test test-all lint reproduce kick-tires archive agents
 $(NOX):
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --progress-bar on nox
@@ -38,3 +38,14 @@ archive:
 	git archive --format=tar.gz --prefix=$$name/ -o dist/$$name.tar.gz HEAD && \
 	(cd dist && sha256sum $$name.tar.gz > $$name.tar.gz.sha256) && \
 	echo "dist/$$name.tar.gz" && cat dist/$$name.tar.gz.sha256
+
+# The agent CLIs ATE-Bench drives, at pinned versions, into .agents/ (ignored; the harness uses them where PATH has
+# none). Node and npm from the system. Nothing is downloaded when a run starts.
+CLAUDE_CODE_VERSION := 2.1.328
+CODEX_VERSION := 0.171.0
+MINI_SWE_AGENT_VERSION := 2.4.6
+agents:
+	npm install --prefix .agents/npm --no-audit --no-fund --save-exact \
+	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION)
+	python3 -m venv .agents/mini
+	.agents/mini/bin/pip install -q mini-swe-agent==$(MINI_SWE_AGENT_VERSION)

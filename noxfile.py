@@ -98,6 +98,12 @@ def _agent_args(session, default_tasks: list[str]) -> argparse.Namespace:
         "--profile", default="", help="operate/feature tasks: smoke, gpu1 or paper (default: the task's first)"
     )
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument(
+        "--scripted",
+        action="store_true",
+        help="pipeline check, offline and keyless: the real CLI against a scripted model replaying golds "
+        f"({', '.join(t for t, _ in SCRIPTED_RUNS)} on pithtrain, smoke); records and outputs say so",
+    )
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):  # argparse's usage and error, said once below as one line
@@ -111,16 +117,17 @@ def _agent_args(session, default_tasks: list[str]) -> argparse.Namespace:
         session.error(f"{why}. {usage} (for example: nox -s {session.name} -- --agent claude-code)")
 
 
-def _cannot_start(agent: str, model: str = "", tasks: dict | None = None) -> str:
-    """Why `agent` cannot start here (its CLI or key is missing), or "" when it can."""
+def _cannot_start(agent: str, model: str = "", tasks: dict | None = None, scripted: bool = False) -> str:
+    """Why `agent` cannot start here (its CLI or key is missing; with `scripted`, its CLI), or "" when it can."""
     from ate_bench import agents
 
     tasks = tasks or _tasks(["*"])
     if not tasks:
         return "no task in tasks/"
     task = next(iter(tasks.values()))
+    endpoint = "http://127.0.0.1:0" if scripted else ""  # a scripted endpoint needs no key
     try:
-        agents.make_launch(agent, task, task.frameworks[0], "", REPO, REPO, model, dict(os.environ))
+        agents.make_launch(agent, task, task.frameworks[0], "", REPO, REPO, model, dict(os.environ), endpoint=endpoint)
     except agents.CannotStart as e:
         return str(e)
     return ""
@@ -130,7 +137,7 @@ def _refuse_without_agent(session, args, tasks: dict) -> None:
     """Stop before any workspace is made when the agent cannot start here (CLI or key missing)."""
     if not tasks:
         session.error(f"no task in tasks/ matches {' '.join(args.tasks)}")
-    why = _cannot_start(args.agent, args.model, tasks)
+    why = _cannot_start(args.agent, args.model, tasks, args.scripted)
     if why:
         session.error(f"refusing to run: {why}. Nothing was run; no record was written.")
 
@@ -153,9 +160,29 @@ def validate(session):
     session.run("python", "-m", "ate_bench", "validate", *(session.posargs or ["--profiles", "smoke"]))
 
 
+# The pipeline check (`--scripted`): one task per category on pithtrain with the trajectory made from its gold;
+# the Q&A task in both skills arms (the ablation's pair), the feature task MoBA (the case study's transcript).
+SCRIPTED_RUNS = (("qa-01", (True, False)), ("operate-02", (True,)), ("feature-01", (True,)))
+
+
+def _scripted_session(session, args) -> None:
+    tasks = _tasks([t for t, _ in SCRIPTED_RUNS])
+    _refuse_without_agent(session, args, tasks)
+    _paper_env(session, torch=True)  # the operate and feature checkers, and the agent's training runs
+    for tid, arms in SCRIPTED_RUNS:
+        for skills in arms:
+            cmd = ["python", "-m", "ate_bench", "run", "--task", tid, "--framework", "pithtrain"]
+            cmd += ["--agent", args.agent, "--scripted"] + (["--model", args.model] if args.model else [])
+            cmd += (["--profile", "smoke"] if tasks[tid].profiles else []) + ([] if skills else ["--no-skills"])
+            session.run(*cmd, success_codes=[0, 1, 3])
+    session.run("python", "-m", "paper.rebuild")
+
+
 def _agent_session(session, default_tasks: list[str], only_moba: bool, pithtrain_only: bool, arms: tuple) -> None:
     """Parse `-- --agent ...`, refuse before anything is made if the agent cannot start, run, rebuild paper/."""
     args = _agent_args(session, default_tasks)
+    if args.scripted:
+        return _scripted_session(session, args)
     tasks = {i: t for i, t in _tasks(args.tasks).items() if not only_moba or "moba" in t.dir.name.lower()}
     _refuse_without_agent(session, args, tasks)
     _paper_env(session, torch=False)
@@ -165,7 +192,10 @@ def _agent_session(session, default_tasks: list[str], only_moba: bool, pithtrain
 
 @nox.session(default=False)
 def ate(session):
-    """ATE-Bench with a real agent: `nox -s ate -- --agent claude-code [--tasks GLOB ...] [--repeat 3]`."""
+    """ATE-Bench with a real agent: `nox -s ate -- --agent claude-code [--tasks GLOB ...] [--repeat 3]`.
+
+    `--scripted`: the pipeline check, offline and keyless (the CLI from `make agents`, a scripted model).
+    """
     _agent_session(session, ["*"], only_moba=False, pithtrain_only=False, arms=(True,))
 
 

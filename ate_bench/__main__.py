@@ -130,6 +130,14 @@ def _parser() -> argparse.ArgumentParser:
         "--time-limit-s", type=float, default=None, help="override the task's time limit (harness debugging)"
     )
     run.add_argument(
+        "--scripted",
+        nargs="?",
+        const="gold",
+        metavar="TRAJECTORY",
+        help="pipeline check, offline: the agent's model is a local endpoint replaying TRAJECTORY (a JSON file; "
+        "alone: the trajectory made from the task's gold). Records say 'pipeline check', never agent results",
+    )
+    run.add_argument(
         "--pass-env",
         action="append",
         default=[],
@@ -188,6 +196,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             profile=args.profile or "",
             sandbox=not args.no_sandbox,
             skills_overlay=("capture-profile",) if args.skills_overlay else (),
+            scripted=str(args.scripted or ""),
         )
         path = run_once(opts)
         rec = json.loads(path.read_text())
@@ -196,6 +205,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         line = v["status"] if v["passed"] else f"{v['status']}: " + "; ".join(v["reasons"])
         m = rec["metrics"] or {}
         print(f"[{i + 1}/{args.repeat}] {rec['run_id']}: {line}")
+        if rec["agent_error"]:
+            err = rec["agent_error"]
+            last = (err["stderr_tail"].splitlines() or ["(no stderr)"])[-1]
+            print(f"  AGENT DID NOT RUN ({', '.join(err['reasons'])}), not an answer's FAIL; stderr: {last}")
+        if rec["scripted"]:
+            print(f"  {rec['scripted']['label']}: {rec['scripted']['turns_served']} turn(s) served")
         dur = m.get("session_duration_s")
         dur_s = f"{dur:.1f}" if dur is not None else "n/a"
         print(f"  turns={m.get('agent_turns')} output_tokens={m.get('output_tokens')} session_s={dur_s}")

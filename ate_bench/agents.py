@@ -17,13 +17,15 @@ line, stamped on arrival (Claude Code's stream-json carries no timestamps). Tran
 """
 
 import json
+import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from ate_bench.metrics import ModelCall, ToolSpan, Transcript
 from ate_bench.tasks import TaskSpec
+from ate_bench.workspace import REPO_ROOT
 
 AGENTS = ("claude-code", "codex", "mini-swe-agent", "gold", "noop")
 HARNESS_AGENTS = ("gold", "noop")
@@ -38,11 +40,17 @@ MINI_KEY_BY_PROVIDER = {
     "openrouter": "OPENROUTER_API_KEY",
 }
 CLAUDE_EDIT_TOOLS = "Edit,MultiEdit,Write,NotebookEdit"
+# Where `make agents` installs the pinned CLIs (Makefile: the versions); used where PATH has none.
+AGENTS_DIR = REPO_ROOT / ".agents"
+# A scripted endpoint's model name and key: placeholders, never a credential.
+SCRIPTED_MODEL = "scripted"
+SCRIPTED_KEY = "scripted-endpoint-no-credential"
 
 STREAM_FILE = "stream.jsonl"
 ROLLOUT_FILE = "rollout.jsonl"
 TRAJECTORY_FILE = "trajectory.json"
 FINAL_MESSAGE_FILE = "final_message.md"
+CLAUDE_SESSION_FILE = "claude_session.jsonl"
 
 
 class CannotStart(RuntimeError):
@@ -55,6 +63,10 @@ class AgentLaunch:
     env: dict[str, str]
     """Variables added to the minimal environment, secrets included (their names go in the record)."""
     secret_names: list[str]
+    cli_version: str = ""
+    """The pinned CLI's version as installed under .agents/ ("" for a CLI found on PATH, or gold/noop)."""
+    readable: list[Path] = field(default_factory=list)
+    """What the CLI needs to read inside the sandbox, which hides this checkout: its install under .agents/."""
 
 
 def make_launch(
@@ -67,37 +79,69 @@ def make_launch(
     model: str,
     environ: dict[str, str],
     profile: str = "",
+    endpoint: str = "",
+    in_sandbox: bool = True,
 ) -> AgentLaunch:
-    """The command line for `agent`; raises CannotStart (naming every missing piece) where it could not start."""
+    """The command line for `agent`; raises CannotStart (naming every missing piece) where it could not start.
+
+    `endpoint`: the base URL of a scripted model endpoint (scripted_endpoint.py). The agent is pointed at it
+    with a placeholder key, and the caller's credentials are not passed at all. `in_sandbox`: the agent runs
+    in the harness's sandbox (sandbox.py), where Codex cannot build its own.
+    """
     read_only = task.tools == "read-only"
     missing: list[str] = []  # a missing CLI and missing credentials are both said at once
+    cli, cli_version = installed_cli(agent, environ.get("PATH"))
     if agent == "claude-code":
-        argv = ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose"]
+        model = model or (SCRIPTED_MODEL if endpoint else "")
+        argv = [cli, "-p", prompt, "--output-format", "stream-json", "--verbose"]
         argv += ["--permission-mode", "bypassPermissions"]
         argv += ["--disallowedTools", CLAUDE_EDIT_TOOLS] if read_only else []
         argv += ["--model", model] if model else []
-        keys = _keys(environ, ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"), missing)
+        keys = _keys(environ, ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"), missing, endpoint)
         extra = {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        # As root, Claude Code refuses bypassPermissions ("cannot be used with root/sudo privileges") unless
+        # IS_SANDBOX=1 says the machine is a sandbox (observed with 2.1.328).
+        extra |= {"IS_SANDBOX": "1"} if os.geteuid() == 0 else {}
+        extra |= {"ANTHROPIC_BASE_URL": endpoint} if endpoint else {}
     elif agent == "codex":
-        argv = ["codex", "exec", "--json", "-C", str(workspace), "--skip-git-repo-check"]
+        argv = [cli, "exec", "--json", "-C", str(workspace), "--skip-git-repo-check"]
         argv += ["--output-last-message", str(run_dir / FINAL_MESSAGE_FILE)]
-        argv += ["--sandbox", "read-only"] if read_only else ["--dangerously-bypass-approvals-and-sandbox"]
+        # Codex's own read-only sandbox (bubblewrap) cannot be built inside the harness's: every command then
+        # failed with "error building bubblewrap command: Read-only file system" (0.171.0). There, as for
+        # mini-swe-agent, an edit of a read-only workspace is a FAIL the harness gives.
+        own_sandbox = read_only and not in_sandbox
+        argv += ["--sandbox", "read-only"] if own_sandbox else ["--dangerously-bypass-approvals-and-sandbox"]
+        # Its commands run in a login shell by default, and /etc/profile resets PATH: the harness's PATH (the
+        # environment with torch) was lost and `python` not found (observed with 0.171.0 on operate-02).
+        argv += ["-c", "allow_login_shell=false"]
+        if endpoint:
+            # Codex reads no base-URL variable (OPENAI_BASE_URL is ignored by 0.171.0): a provider entry does it.
+            model = model or SCRIPTED_MODEL
+            provider = f'{{name="scripted", base_url="{endpoint}/v1", env_key="CODEX_API_KEY", wire_api="responses"}}'
+            argv += ["-c", "model_provider=scripted", "-c", f"model_providers.scripted={provider}"]
         argv += ["-m", model] if model else []
         argv += [prompt]
-        keys = _keys(environ, ("CODEX_API_KEY", "OPENAI_API_KEY"), missing)
+        keys = _keys(environ, ("CODEX_API_KEY", "OPENAI_API_KEY"), missing, endpoint)
         extra = {}
     elif agent == "mini-swe-agent":
+        model = model or (f"openai/{SCRIPTED_MODEL}" if endpoint else "")
         if not model:
             raise CannotStart("mini-swe-agent needs --model, e.g. anthropic/claude-sonnet-4-5")
         provider = model.split("/", 1)[0]
         if provider not in MINI_KEY_BY_PROVIDER:
             known = ", ".join(MINI_KEY_BY_PROVIDER)
             raise CannotStart(f"mini-swe-agent model {model!r}: provider {provider!r} is not one of {known}")
-        argv = ["mini", "-y", "--exit-immediately", "-m", model, "-t", prompt]
+        argv = [cli, "-y", "--exit-immediately", "-m", model, "-t", prompt]
         argv += ["-o", str(run_dir / TRAJECTORY_FILE), "-c", "mini.yaml"]
         argv += ["-c", f"environment.timeout={MINI_COMMAND_TIMEOUT_S}", "-c", f"environment.cwd={workspace}"]
-        keys = _keys(environ, (MINI_KEY_BY_PROVIDER[provider],), missing)
-        extra = {"MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors"}
+        keys = _keys(environ, (MINI_KEY_BY_PROVIDER[provider],), missing, endpoint)
+        # litellm fetches its model price list from the network at import unless told to use its own copy.
+        extra = {
+            "MSWEA_CONFIGURED": "true",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+        extra |= {"OPENAI_BASE_URL": f"{endpoint}/v1"} if endpoint else {}
     elif agent == "gold":
         if not task.gold_script(framework).is_file():
             raise CannotStart(f"task {task.id} has no gold for {framework}: {task.gold_unrunnable(framework)}")
@@ -107,10 +151,33 @@ def make_launch(
     else:
         raise ValueError(f"unknown agent {agent!r}; known: {', '.join(AGENTS)}")
     if shutil.which(argv[0], path=environ.get("PATH")) is None:
-        missing.insert(0, f"command {argv[0]!r} is not on PATH (see ate_bench/README.md to install it)")
+        missing.insert(0, f"command {argv[0]!r} is not on PATH and `make agents` has not installed it")
     if missing:
         raise CannotStart(f"{agent}: " + "; and ".join(missing))
-    return AgentLaunch(argv=argv, env={**extra, **keys}, secret_names=sorted(keys))
+    secrets = [] if endpoint else sorted(keys)
+    readable = [AGENTS_DIR / ("mini" if agent == "mini-swe-agent" else "npm")] if cli_version else []
+    return AgentLaunch(argv, {**extra, **keys}, secrets, cli_version, readable)
+
+
+def installed_cli(agent: str, path_env: str | None) -> tuple[str, str]:
+    """(command, version) of the agent's CLI: one on PATH comes first (its version then comes from the
+    transcript alone: "" here); else the pinned copy `make agents` installed under .agents/."""
+    npm = AGENTS_DIR / "npm" / "node_modules"
+    if agent == "claude-code":
+        name, cli, package = "claude", npm / ".bin" / "claude", npm / "@anthropic-ai" / "claude-code" / "package.json"
+    elif agent == "codex":
+        name, cli, package = "codex", npm / ".bin" / "codex", npm / "@openai" / "codex" / "package.json"
+    elif agent == "mini-swe-agent":
+        name, cli = "mini", AGENTS_DIR / "mini" / "bin" / "mini"
+        found = sorted(AGENTS_DIR.glob("mini/lib/python*/site-packages/mini_swe_agent-*.dist-info"))
+        package = found[0] if found else AGENTS_DIR / "mini" / "no-mini_swe_agent.dist-info"
+    else:
+        return "", ""
+    if shutil.which(name, path=path_env) or not (cli.is_file() and package.exists()):
+        return name, ""
+    if package.suffix == ".dist-info":
+        return str(cli), package.name.removeprefix("mini_swe_agent-").removesuffix(".dist-info")
+    return str(cli), json.loads(package.read_text())["version"]
 
 
 def script_launch(script: Path, profile: str) -> AgentLaunch:
@@ -119,8 +186,11 @@ def script_launch(script: Path, profile: str) -> AgentLaunch:
     return AgentLaunch(argv=["bash", str(script)], env=env, secret_names=[])
 
 
-def _keys(environ: dict[str, str], names: tuple[str, ...], missing: list[str]) -> dict[str, str]:
-    """The agent's own credential variables that are set; at least one must be (else noted in `missing`)."""
+def _keys(environ: dict[str, str], names: tuple[str, ...], missing: list[str], endpoint: str) -> dict[str, str]:
+    """The agent's own credential variables that are set; at least one must be (else noted in `missing`).
+    With a scripted endpoint, the first name holds a placeholder and nothing of the caller's is passed."""
+    if endpoint:
+        return {names[0]: SCRIPTED_KEY}
     found = {n: environ[n] for n in names if environ.get(n)}
     if not found:
         missing.append(f"no credentials: set one of {', '.join(names)}")
@@ -128,11 +198,16 @@ def _keys(environ: dict[str, str], names: tuple[str, ...], missing: list[str]) -
 
 
 def collect_transcript(agent: str, home: Path, run_dir: Path) -> None:
-    """Copy transcripts the agent wrote outside the run directory into it (Codex's session rollout)."""
+    """Copy transcripts the agent wrote outside the run directory into it (Codex's session rollout, Claude
+    Code's session file)."""
     if agent == "codex":
         rollouts = sorted((home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
         if rollouts:
             shutil.copy(rollouts[-1], run_dir / ROLLOUT_FILE)
+    elif agent == "claude-code":
+        sessions = sorted((home / ".claude" / "projects").glob("*/*.jsonl"), key=lambda p: p.stat().st_mtime)
+        if sessions:
+            shutil.copy(sessions[-1], run_dir / CLAUDE_SESSION_FILE)
 
 
 def read_stream(path: Path) -> list[tuple[float, dict]]:
@@ -153,7 +228,9 @@ def read_stream(path: Path) -> list[tuple[float, dict]]:
 def parse_transcript(agent: str, run_dir: Path) -> Transcript:
     stream = read_stream(run_dir / STREAM_FILE) if (run_dir / STREAM_FILE).is_file() else []
     if agent == "claude-code":
-        return parse_claude_stream(stream)
+        session = run_dir / CLAUDE_SESSION_FILE
+        lines = session.read_text().splitlines() if session.is_file() else []
+        return parse_claude_stream(stream, claude_session_outputs([json.loads(x) for x in lines if x.strip()]))
     elif agent == "codex":
         rollout = run_dir / ROLLOUT_FILE
         if not rollout.is_file():
@@ -179,7 +256,22 @@ def _close_open_tools(
         notes.append(f"{len(open_tools)} tool call(s) had no result; they end at the transcript's last event")
 
 
-def parse_claude_stream(stream: list[tuple[float, dict]]) -> Transcript:
+def claude_session_outputs(session: list[dict]) -> dict[str, int]:
+    """message id -> output tokens, from Claude Code's session file (~/.claude/projects/<cwd>/<id>.jsonl).
+
+    Its stream-json repeats each message's usage as the response began (output_tokens 1, say); the session
+    file has the final count. Only a run killed before its `result` event needs them.
+    """
+    out = {}
+    for line in session:
+        msg = line.get("message") if line.get("type") == "assistant" else None
+        if isinstance(msg, dict) and "id" in msg:
+            out[msg["id"]] = max(out.get(msg["id"], 0), msg.get("usage", {}).get("output_tokens", 0))
+    return out
+
+
+def parse_claude_stream(stream: list[tuple[float, dict]], session_outputs: dict[str, int] | None = None) -> Transcript:
+    outputs = session_outputs or {}
     calls: dict[str, ModelCall] = {}
     open_tools: dict[str, tuple[str, float]] = {}
     spans: list[ToolSpan] = []
@@ -200,7 +292,7 @@ def parse_claude_stream(stream: list[tuple[float, dict]]) -> Transcript:
                     cached_tokens=usage.get("cache_read_input_tokens", 0),
                     output_tokens=usage.get("output_tokens", 0),
                 )
-            call.output_tokens = max(call.output_tokens, usage.get("output_tokens", 0))
+            call.output_tokens = max(call.output_tokens, usage.get("output_tokens", 0), outputs.get(msg["id"], 0))
             for block in msg.get("content", []):
                 if block.get("type") == "tool_use":
                     call.tool_calls.append(block["name"])
@@ -218,7 +310,8 @@ def parse_claude_stream(stream: list[tuple[float, dict]]) -> Transcript:
     _close_open_tools(open_tools, spans, times, notes)
     if output_total is None:
         output_total = sum(c.output_tokens for c in calls.values())
-        notes.append("no result event (run killed?): output tokens summed over calls")
+        where = "the session file's final counts" if outputs else "stream-json, which has each response's first count"
+        notes.append(f"no result event (run killed?): output tokens summed over calls ({where})")
     return Transcript(list(calls.values()), spans, times, output_total, model, final, notes, version)
 
 

@@ -2,12 +2,15 @@
 
 The agent runs as the leader of a new session (`start_new_session=True`), so `killpg` reaches every
 process it started unless one of them left the group itself (a `setsid` in a training launcher, a
-daemonised server). Those are found by walking parent links in /proc and killed too.
+daemonised server). Those are found by walking parent links in /proc and killed too. The agent's parent
+is reaper.py, a child subreaper: a process orphaned in another session (Claude Code's Bash tool starts
+each command in one) stays under it instead of going to init, where no walk from the agent finds it.
 """
 
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +19,7 @@ from pathlib import Path
 
 # Seconds between SIGTERM and SIGKILL when a run is stopped.
 KILL_GRACE_S = 5.0
+REAPER = Path(__file__).with_name("reaper.py")
 
 
 def _parents() -> dict[int, int]:
@@ -120,7 +124,8 @@ def run_process_tree(
     stderr_path: Path,
     on_start: Callable[[int], None] = lambda pid: None,
 ) -> ProcessResult:
-    """Run `argv` as a session leader; stamp each stdout line as it arrives; kill the tree on timeout.
+    """Run `argv` under reaper.py as a session leader; stamp each stdout line as it arrives; kill the tree on
+    timeout, and on exit whatever is left of it.
 
     `on_line(t, line)` gets the Unix time a line was read (stream-json carries no timestamps of its own).
     `on_start(pid)` runs once the process exists (the GPU sampler starts there).
@@ -128,7 +133,7 @@ def run_process_tree(
     start = time.time()
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            argv,
+            [sys.executable, "-S", str(REAPER), *argv],  # the tree stays under one process: reaper.py says why
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,

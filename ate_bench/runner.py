@@ -7,7 +7,9 @@ re-run a checker on it. The agent and the checker run in the sandbox of sandbox.
 passed --no-sandbox (the record says which).
 """
 
+import contextlib
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -26,9 +28,11 @@ from pathlib import Path
 
 from ate_bench import agents, sandbox
 from ate_bench.gpu import GpuSampler, SampleSource, gpu_inventory, nvidia_smi_source
-from ate_bench.metrics import METRIC_COLUMNS, GpuUsage, compute_metrics
+from ate_bench.metrics import METRIC_COLUMNS, GpuUsage, Metrics, compute_metrics
 from ate_bench.procs import ProcessResult, make_tree_predicate, run_process_tree
+from ate_bench.scripted_endpoint import ScriptedEndpoint, load_trajectory, parse_trajectory
 from ate_bench.tasks import TaskSpec
+from ate_bench.trajectories import gold_trajectory
 from ate_bench.workspace import (
     DEFAULT_CACHE_DIR,
     REPO_ROOT,
@@ -42,6 +46,11 @@ from ate_bench.workspace import (
 )
 
 RECORD_SCHEMA = "ate-bench-run-1"
+PIPELINE_CHECK = "pipeline-check"
+PIPELINE_CHECK_LABEL = "pipeline check: scripted model, not an agent result"
+REQUESTS_FILE = "requests.jsonl"
+SCRIPTED_TRAJECTORY_FILE = "scripted_trajectory.json"
+AGENT_STDERR_TAIL = 2000
 DEFAULT_WORK_ROOT = Path(tempfile.gettempdir()) / "ate-bench"
 # Passed to the agent and the checker by name; nothing else from the caller's environment is.
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES")
@@ -74,6 +83,9 @@ class RunOptions:
     skills_overlay: tuple[str, ...] = ()
     """This repository's skills given to a torchtitan or megatron-lm workspace (the authors' harness gave them the
     profile-capture skill); recorded, and reported apart."""
+    scripted: str = ""
+    """A pipeline check, not an agent result: the agent talks to a scripted endpoint (scripted_endpoint.py)
+    replaying this trajectory file, or "gold" for the trajectory made from the task's gold (trajectories.py)."""
 
 
 @dataclass
@@ -142,6 +154,14 @@ def _minimal_env(names: tuple[str, ...], home: Path, tmp: Path) -> dict[str, str
     return {**env, "HOME": str(home), "TMPDIR": str(tmp)}
 
 
+def _checker_packages() -> list[Path]:
+    """pithtrain as the harness's Python imports it: operate checkers import it, and an editable install (a
+    nox session's `pip install -e .`) points into this checkout, which the sandbox hides: operate-02's
+    checker then raised "No module named 'pithtrain.config'" under `nox -s ate`."""
+    spec = importlib.util.find_spec("pithtrain")  # a namespace package: its folders, no origin
+    return [Path(p) for p in (spec.submodule_search_locations or []) if os.path.isdir(p)] if spec else []
+
+
 def run_checker(
     task: TaskSpec,
     framework: str,
@@ -172,7 +192,8 @@ def run_checker(
     env = {**_minimal_env(BASE_ENV, home, home), "PYTHONDONTWRITEBYTECODE": "1"}
     if isolated:
         hidden = _hidden(task.dir.parent.parent, log_dir, workspace.parent)
-        box = sandbox.make_sandbox([workspace, home], [task.dir.parent, answer], hidden, env.get("PATH", ""), argv[0])
+        readable = [task.dir.parent, answer, *_checker_packages()]
+        box = sandbox.make_sandbox([workspace, home], readable, hidden, env.get("PATH", ""), argv[0])
         argv = sandbox.wrap(argv, box)
     done = run_process_tree(
         argv,
@@ -280,6 +301,8 @@ class _Plan:
     prompt: str
     launch: agents.AgentLaunch
     time_limit_s: float
+    endpoint: ScriptedEndpoint | None
+    """The scripted model (a pipeline check): bound to its port here, serving while the agent runs."""
 
     @property
     def outbox(self) -> Path:
@@ -337,6 +360,8 @@ def run_once(opts: RunOptions) -> Path:
         "script_logs": logs,
         "verdict": verdict_record(verdict),
         "exit": {"returncode": proc.returncode, "timed_out": proc.timed_out, "time_limit_s": plan.time_limit_s},
+        "agent_error": _agent_error(opts.agent, proc, metrics, plan.run_dir / "agent.stderr"),
+        "scripted": _scripted_record(opts.scripted, plan.endpoint, plan.run_dir),
         "notes": notes,
         "workspace": str(ws.path),
         "workspace_diff": diff,
@@ -380,11 +405,19 @@ def _plan(opts: RunOptions) -> _Plan:
     work, run_dir = opts.work_root.resolve() / run_id, opts.results_dir.resolve() / run_id
     prompt = task.instruction(opts.framework, profile)
     outbox = work / "out"  # _Plan.outbox
-    launch = agents.make_launch(
-        opts.agent, task, opts.framework, prompt, work / "workspace", outbox, opts.model, dict(os.environ), profile
-    )
+    turns = load_trajectory(Path(opts.scripted)) if opts.scripted not in ("", "gold") else []  # "gold": phase 2
+    endpoint = ScriptedEndpoint(turns, work / "workspace", run_dir / REQUESTS_FILE) if opts.scripted else None
+    try:
+        launch = agents.make_launch(
+            opts.agent, task, opts.framework, prompt, work / "workspace", outbox, opts.model, dict(os.environ),
+            profile, endpoint=endpoint.base_url if endpoint else "", in_sandbox=opts.sandbox,
+        )  # fmt: skip
+    except BaseException:
+        if endpoint:
+            endpoint.close()
+        raise
     time_limit_s = limit if limit is not None else task.time_limit_min * 60
-    return _Plan(run_id, work, run_dir, profile, prompt, launch, time_limit_s)
+    return _Plan(run_id, work, run_dir, profile, prompt, launch, time_limit_s, endpoint)
 
 
 def _make_workspace(opts: RunOptions, plan: _Plan) -> Workspace:
@@ -399,8 +432,13 @@ def _make_workspace(opts: RunOptions, plan: _Plan) -> Workspace:
             cache_dir=opts.cache_dir,
             skills_overlay=opts.skills_overlay,
         )
+        if opts.scripted == "gold":
+            trajectory = gold_trajectory(opts.task, opts.framework, plan.profile, ws.path)
+            plan.endpoint.model.turns = parse_trajectory(trajectory, f"the gold of {opts.task.id}")
     except BaseException:
         shutil.rmtree(plan.work, ignore_errors=True)
+        if plan.endpoint:
+            plan.endpoint.close()
         raise
     for d in (plan.work / "home", plan.work / "tmp", plan.outbox, plan.run_dir):
         d.mkdir(parents=True, exist_ok=True)
@@ -418,6 +456,7 @@ def _agent_sandbox(opts: RunOptions, plan: _Plan, workspace: Path, path_env: str
     for the `gold` agent), the results, every other run."""
     writable = [workspace, plan.work / "home", plan.work / "tmp", plan.outbox]
     readable = [opts.task.gold_script(opts.framework).parent] if opts.agent == "gold" else []
+    readable += plan.launch.readable
     hidden = _hidden(opts.task.dir.parent.parent, opts.results_dir, opts.work_root, opts.cache_dir)
     return sandbox.make_sandbox(writable, readable, hidden, path_env, plan.launch.argv[0])
 
@@ -438,9 +477,10 @@ def _launch_agent(
             stream.write(json.dumps({"t": t, "line": line}) + "\n")
             stream.flush()
 
-        proc = run_process_tree(
-            argv, workspace, env, plan.time_limit_s, on_line, plan.run_dir / "agent.stderr", on_start=on_start
-        )
+        with plan.endpoint or contextlib.nullcontext():
+            proc = run_process_tree(
+                argv, workspace, env, plan.time_limit_s, on_line, plan.run_dir / "agent.stderr", on_start=on_start
+            )
     return proc, sampler.stop()
 
 
@@ -539,12 +579,50 @@ def _framework_record(ws: Workspace) -> dict:
 def _agent_record(opts: RunOptions, plan: _Plan, transcript, env: dict[str, str]) -> dict:
     return {
         "name": opts.agent,
-        "kind": "harness-validation" if opts.agent in agents.HARNESS_AGENTS else "agent",
-        "version": (transcript.agent_version if transcript else "") or "unknown",
+        "kind": _agent_kind(opts),
+        "version": (transcript.agent_version if transcript else "") or plan.launch.cli_version or "unknown",
+        "cli_version": plan.launch.cli_version,
         "model": (transcript.model if transcript else "") or opts.model or "default",
         "argv": [a if a != plan.prompt else "<instruction.md>" for a in plan.launch.argv],
         "secrets_passed": plan.launch.secret_names,
         "env_passed": sorted(env),
+    }
+
+
+def _agent_kind(opts: RunOptions) -> str:
+    if opts.agent in agents.HARNESS_AGENTS:
+        return "harness-validation"
+    elif opts.scripted:
+        return PIPELINE_CHECK
+    else:
+        return "agent"
+
+
+def _agent_error(agent: str, proc: ProcessResult, metrics: Metrics | None, stderr: Path) -> dict | None:
+    """An agent that did not work as an agent: it exited non-zero (not killed at the limit) or made no model
+    call. Its FAIL is then not an answer's, and `run` and `report` say so apart. None when it ran."""
+    if agent in agents.HARNESS_AGENTS or proc.timed_out:
+        return None
+    reasons = [f"exited {proc.returncode}"] if proc.returncode != 0 else []
+    reasons += ["made no model call"] if metrics is None or metrics.agent_turns == 0 else []
+    if not reasons:
+        return None
+    tail = stderr.read_text(errors="replace").strip()[-AGENT_STDERR_TAIL:] if stderr.is_file() else ""
+    return {"reasons": reasons, "stderr_tail": tail}
+
+
+def _scripted_record(scripted: str, endpoint: ScriptedEndpoint | None, run_dir: Path) -> dict | None:
+    if endpoint is None:
+        return None
+    turns = [{"action": t.action, "text": t.text, "usage": t.usage} for t in endpoint.model.turns]
+    (run_dir / SCRIPTED_TRAJECTORY_FILE).write_text(json.dumps({"turns": turns}, indent=1) + "\n")
+    source = "gold" if scripted == "gold" else str(Path(scripted).resolve())
+    return {
+        "label": PIPELINE_CHECK_LABEL,
+        "trajectory": source,
+        "trajectory_file": SCRIPTED_TRAJECTORY_FILE,
+        "requests": REQUESTS_FILE,
+        **endpoint.model.summary(),
     }
 
 
@@ -611,6 +689,7 @@ def report(records: list[dict]) -> str:
     for kind, title in (
         ("agent", "Agent results"),
         ("harness-validation", "Harness validation (gold/noop: not agent results)"),
+        (PIPELINE_CHECK, PIPELINE_CHECK_LABEL[0].upper() + PIPELINE_CHECK_LABEL[1:]),
     ):
         rows = []
         for key, recs in sorted(groups.items()):
@@ -621,6 +700,9 @@ def report(records: list[dict]) -> str:
             passed = f"{statuses.count('PASS')}/{len(recs)}"
             if statuses.count("ERROR"):
                 passed += f" ({statuses.count('ERROR')} checker error)"
+            agent_errors = sum(1 for r in recs if r.get("agent_error"))
+            if agent_errors:
+                passed += f" ({agent_errors} agent did not run: exited non-zero or made no model call)"
             cells = [k or "-" for k in key[1:]] + [str(len(recs)), passed]
             for metric, _, fmt in METRIC_COLUMNS:
                 values = [m[metric] for m in measured]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ate_bench.runner import PIPELINE_CHECK, PIPELINE_CHECK_LABEL
 from paper.rebuild.__main__ import main
 from paper.rebuild.ate_records import paper_task
 from paper.rebuild.common import NOT_MEASURED, REPO, load_paper, sha256
@@ -184,6 +185,40 @@ def test_validation_takes_the_newest_cell_and_flags_the_unexpected(built):
     assert cells.loc[("qa-02", "fabricated"), "outcome"] == "UNEXPECTED"
     assert cells.loc[("operate-04", "gold"), "outcome"] == "not run"
     assert "CUDA" in cells.loc[("operate-04", "gold"), "reasons"]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """The fixture records with every agent run marked a pipeline check (a scripted model's run)."""
+    results = tmp_path_factory.mktemp("pipeline-results")
+    shutil.copytree(FIXTURES / "results", results, dirs_exist_ok=True)
+    for path in (results / "ate").glob("*/record.json"):
+        rec = json.loads(path.read_text())
+        if rec["agent"]["kind"] == "agent":
+            rec["agent"]["kind"] = PIPELINE_CHECK
+            path.write_text(json.dumps(rec))
+    return build(tmp_path_factory, results)
+
+
+PIPELINE_OUTPUTS = ["ate_qa", "ate_operate", "ate_feature", "skills_ablation", "moba_token_breakdown",
+                    "moba_failure_locality", "moba_turns"]  # fmt: skip
+
+
+def test_pipeline_checks_build_their_own_labelled_outputs_never_agent_results(pipeline, built):
+    root, outputs = pipeline
+    for name in PIPELINE_OUTPUTS:
+        # The same records give the same table, under its own name and labelled, and no agent result.
+        pd.testing.assert_frame_equal(table(outputs, f"pipeline_check_{name}"), table(built[1], name))
+        status = (outputs / f"pipeline_check_{name}.md").read_text().splitlines()[2]
+        assert status.startswith(f"Status: {PIPELINE_CHECK_LABEL} (measured here"), (name, status)
+        assert (outputs / f"{name}.md").read_text().splitlines()[2].startswith(f"Status: {NOT_MEASURED}"), name
+    for name in ("ate_turns", "ate_gpu_time", "skills_ablation", "moba_context"):
+        prov = json.loads((outputs / f"fig_pipeline_check_{name}.provenance.json").read_text())
+        assert prov["status"].startswith(PIPELINE_CHECK_LABEL)
+        assert (outputs / f"fig_pipeline_check_{name}.png").is_file()
+    index = (root / "README.md").read_text()
+    assert "| pipeline_check_ate_qa |" in index and f"{PIPELINE_CHECK_LABEL} (measured here" in index
+    assert not any(p.name.startswith("pipeline_check") for p in built[1].iterdir())  # none without such records
 
 
 def test_validation_keeps_a_verdict_over_a_newer_not_run_and_says_what_is_stale(built):

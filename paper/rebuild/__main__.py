@@ -10,13 +10,16 @@ which is a deliberate, committed change.
 """
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
+from ate_bench.runner import PIPELINE_CHECK, PIPELINE_CHECK_LABEL
 from paper.rebuild import ablation, ate, code_size, moba, throughput, validation
+from paper.rebuild.ate_records import load_runs
 from paper.rebuild.claims import badge_lines, claims_lines
 from paper.rebuild.common import MEASURED, NOT_MEASURED, PAPERS, REPO, Build, latest
 
@@ -27,7 +30,7 @@ RESULTS = (
     (2, "Throughput", throughput, "1-2 H200 for the local configs; several 8-GPU nodes and SLURM for the paper's five",
      "nox -s throughput -- --config NAME (GPU); on CPU: python benchmarks/throughput.py --smoke", "smoke: 1-2 min"),
     (3, "ATE-Bench per task", ate, "an agent key (ANTHROPIC_API_KEY); GPUs for operate/feature tasks beyond smoke",
-     "nox -s ate -- --agent claude-code --repeat 3", "hours (agent runs)"),
+     "nox -s ate -- --agent claude-code --repeat 3 (no key: --scripted, a pipeline check)", "hours (agent runs)"),
     (4, "Skills ablation", ablation, "an agent key", "nox -s ablation -- --agent claude-code", "hours (agent runs)"),
     (5, "MoBA case study", moba, "an agent key; the MoBA task's transcripts", "nox -s moba -- --agent claude-code",
      "hours (agent runs)"),
@@ -96,6 +99,21 @@ def write_index(b: Build, out: Path, timings: dict[int, float], failed: dict[int
     (out / "README.md").write_text("\n".join(lines))
 
 
+def build_one(n: int, name: str, module, b: Build, timings: dict[int, float], failed: dict[int, str]) -> None:
+    t0 = time.monotonic()
+    print(f"[paper] result {n}: {name} ...", flush=True)
+    try:
+        module.build(b)
+    except Exception as e:  # one broken result must not hide the others; the exit status says it
+        failed[n] = f"{type(e).__name__}: {e}"
+        print(f"[paper] result {n} FAILED: {failed[n]}", flush=True)
+        import traceback
+
+        traceback.print_exc()
+    timings[n] = timings.get(n, 0.0) + time.monotonic() - t0
+    print(f"[paper] result {n}: {time.monotonic() - t0:.1f} s", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m paper.rebuild",
@@ -118,18 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     b = Build(results=args.results, tasks=args.tasks, out=outputs, command=command.strip())
     timings, failed = {}, {}
     for n, name, module, *_ in RESULTS:
-        t0 = time.monotonic()
-        print(f"[paper] result {n}: {name} ...", flush=True)
-        try:
-            module.build(b)
-        except Exception as e:  # one broken result must not hide the others; the exit status says it
-            failed[n] = f"{type(e).__name__}: {e}"
-            print(f"[paper] result {n} FAILED: {failed[n]}", flush=True)
-            import traceback
-
-            traceback.print_exc()
-        timings[n] = time.monotonic() - t0
-        print(f"[paper] result {n}: {timings[n]:.1f} s", flush=True)
+        build_one(n, name, module, b, timings, failed)
+    # Runs against a scripted model: results 3-5 again, apart (pipeline_check_* outputs) and labelled.
+    if load_runs(args.results, PIPELINE_CHECK)[1]:
+        checks = dataclasses.replace(b, run_kind=PIPELINE_CHECK, index=b.index)
+        for n, name, module, *_ in RESULTS:
+            if module in (ate, ablation, moba):
+                build_one(n, f"{name} ({PIPELINE_CHECK_LABEL})", module, checks, timings, failed)
     write_index(b, args.out, timings, failed)
     print(f"[paper] {len(b.index)} outputs in {outputs}; index {args.out / 'README.md'}")
     return 1 if failed else 0

@@ -37,7 +37,7 @@ def build(b: Build) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    runs, paths = load_runs(b.results)
+    runs, paths = load_runs(b.results, b.run_kind)
     table = reductions(runs)
     paper = b.paper["ablation"]
     notes = [f"{PAPERS} ({paper['source']}): {paper['claim']}"]

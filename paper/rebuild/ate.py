@@ -89,7 +89,7 @@ def task_rows(b: Build, tasks: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame
 
 def build(b: Build) -> None:
 
-    runs, run_paths = load_runs(b.results)
+    runs, run_paths = load_runs(b.results, b.run_kind)
     tasks = load_tasks(b.tasks)
     costs, cost_paths = load_costs(b.results)
     table = task_rows(b, tasks, runs)

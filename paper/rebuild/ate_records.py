@@ -1,8 +1,10 @@
 """ATE-Bench run records (`results/ate/<run_id>/record.json`) as one table, and the tasks present.
 
 Only records of real agents count as results: gold and noop runs (`agent.kind == "harness-validation"`)
-validate the harness and are dropped here. Medians are grouped by everything that makes two runs
-different experiments (agent, model, framework source mode and version, skills), as `ate_bench report` does.
+validate the harness and are dropped here, and runs against a scripted model (`"pipeline-check"`) are read
+only when asked for by kind, into outputs of their own (common.Build.run_kind). Medians are grouped by
+everything that makes two runs different experiments (agent, model, framework source mode and version,
+skills), as `ate_bench report` does.
 """
 
 import json
@@ -24,12 +26,12 @@ GROUP = ["task", "profile", "framework", "agent", "model", "source", "skills"]
 NO_KEY = "not measured (no agent key)"
 
 
-def load_runs(results: Path) -> tuple[pd.DataFrame, list[Path]]:
-    """One row per agent run with its five metrics; and the record files read."""
+def load_runs(results: Path, kind: str = "agent") -> tuple[pd.DataFrame, list[Path]]:
+    """One row per run of this `agent.kind` with its five metrics; and the record files read."""
     rows, paths = [], []
     for path in sorted((results / "ate").glob("*/record.json")):
         rec = json.loads(path.read_text())
-        if rec.get("schema") != RUN_SCHEMA or rec["agent"]["kind"] != "agent":
+        if rec.get("schema") != RUN_SCHEMA or rec["agent"]["kind"] != kind:
             continue
         paths.append(path)
         fw, m = rec["framework"], rec.get("metrics") or {}

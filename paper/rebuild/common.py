@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ate_bench.runner import PIPELINE_CHECK, PIPELINE_CHECK_LABEL
 from ate_bench.source_stamp import archive_commit, is_checkout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,6 +95,9 @@ class Build:
     out: Path
     command: str
     index: list[dict] = field(default_factory=list)
+    run_kind: str = "agent"
+    """Which ATE-Bench runs the agent results read: "agent", or PIPELINE_CHECK (a scripted model), whose
+    outputs are named pipeline_check_<name> and labelled in their status, title and figure."""
 
     def __post_init__(self):
         self.commit, self.dirty = git_commit()
@@ -122,8 +126,15 @@ class Build:
         (self.out / f"{name}.provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
         self.index.append({"name": name, "files": prov["files"], "stands_for": stands_for, "status": status})
 
+    def _label(self, name: str, status: str, stands_for: str) -> tuple[str, str, str]:
+        if self.run_kind == "agent":
+            return name, status, stands_for
+        assert self.run_kind == PIPELINE_CHECK, self.run_kind
+        return f"pipeline_check_{name}", f"{PIPELINE_CHECK_LABEL} ({status})", f"{stands_for} [{PIPELINE_CHECK_LABEL}]"
+
     def table(self, name: str, df: pd.DataFrame, inputs, status: str, stands_for: str, notes=()) -> None:
         """`name.csv`, `name.md` (a title, the status, notes, the table) and the sidecar."""
+        name, status, stands_for = self._label(name, status, stands_for)
         self.out.mkdir(parents=True, exist_ok=True)
         csv, md = self.out / f"{name}.csv", self.out / f"{name}.md"
         df.to_csv(csv, index=False)
@@ -137,6 +148,9 @@ class Build:
         """`fig_<name>.png` and `.svg` and the sidecar."""
         import matplotlib.pyplot as plt
 
+        name, status, stands_for = self._label(name, status, stands_for)
+        if self.run_kind != "agent":
+            fig.suptitle(PIPELINE_CHECK_LABEL, color="firebrick", fontsize=10)
         name = f"fig_{name}"
         plt.rcParams["svg.hashsalt"] = "pithtrain-paper"  # stable element ids: rebuilds diff only where data did
         self.out.mkdir(parents=True, exist_ok=True)

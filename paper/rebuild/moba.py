@@ -10,13 +10,14 @@ says MoBA) made by Claude Code, whose `stream.jsonl` holds every tool call and r
   frames, and whether the innermost workspace frame lies in a file the agent had edited by then.
 """
 
+import json
 import re
 import shlex
 from pathlib import Path
 
 import pandas as pd
 
-from ate_bench.agents import STREAM_FILE, read_stream
+from ate_bench.agents import CLAUDE_SESSION_FILE, STREAM_FILE, claude_session_outputs, read_stream
 from paper.rebuild.ate_records import NO_KEY, load_runs
 from paper.rebuild.common import FRAMEWORKS, MEASURED, NOT_MEASURED, PAPERS, Build, nothing_measured, palette
 
@@ -65,7 +66,11 @@ def rel_to(path: str, workspace: str) -> str | None:
 
 
 def parse_run(stream_path: Path, workspace: str) -> tuple[list[dict], list[dict]]:
-    """(turns, tracebacks) of one Claude Code stream."""
+    """(turns, tracebacks) of one Claude Code stream. Output tokens per turn come from Claude Code's session
+    file beside it where there is one: stream-json repeats each response's first count (1, say)."""
+    session = stream_path.with_name(CLAUDE_SESSION_FILE)
+    lines = session.read_text().splitlines() if session.is_file() else []
+    outputs = claude_session_outputs([json.loads(x) for x in lines if x.strip()])
     turns: dict[str, dict] = {}
     edited: set[str] = set()
     tracebacks = []
@@ -76,7 +81,7 @@ def parse_run(stream_path: Path, workspace: str) -> tuple[list[dict], list[dict]
                 usage.get(k, 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
             )
             turn = turns.setdefault(msg["id"], {"context_tokens": context, "output_tokens": 0, "tools": []})
-            turn["output_tokens"] = max(turn["output_tokens"], usage.get("output_tokens", 0))
+            turn["output_tokens"] = max(turn["output_tokens"], usage.get("output_tokens", 0), outputs.get(msg["id"], 0))
             for block in msg.get("content", []):
                 if block.get("type") == "tool_use":
                     turn["tools"].append((block["name"], block.get("input", {})))
@@ -113,12 +118,10 @@ def parse_run(stream_path: Path, workspace: str) -> tuple[list[dict], list[dict]
 
 
 def build(b: Build) -> None:
-    import json
-
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    runs, _ = load_runs(b.results)
+    runs, _ = load_runs(b.results, b.run_kind)
     moba = runs[runs.apply(lambda r: bool(MOBA.search(f"{r['slug']} {r['title']}")), axis=1)] if len(runs) else runs
     claude = moba[moba["agent"] == "claude-code"] if len(moba) else moba
     turns, tbs, inputs = [], [], []
@@ -130,7 +133,7 @@ def build(b: Build) -> None:
         ident = {"run": r.run_id, "framework": r.framework, "skills": r.skills, "passed": r.passed}
         turns += [ident | x for x in t]
         tbs += [ident | x for x in tb]
-        inputs += [rec_path, stream]
+        inputs += [rec_path, stream, *[p for p in [stream.with_name(CLAUDE_SESSION_FILE)] if p.is_file()]]
     paper = b.paper["moba"]
     notes = [f"{PAPERS} ({paper['source']}): {c}" for c in paper["claims"]]
     if len(moba) > len(claude):

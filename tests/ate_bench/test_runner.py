@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ate_bench import runner, workspace
+from ate_bench import agents, runner, workspace
 from ate_bench.__main__ import main
 from ate_bench.agents import CannotStart, make_launch
 from ate_bench.runner import RunOptions, load_records, report, run_once
@@ -26,6 +26,12 @@ CLAUDE_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ate" / "tra
 def no_gpus(monkeypatch):
     """The GPU count a run checks its profile against, fixed so these tests mean the same on a GPU host."""
     monkeypatch.setattr(runner, "gpu_inventory", lambda: [])
+
+
+@pytest.fixture(autouse=True)
+def no_pinned_agents(monkeypatch, tmp_path):
+    """These tests put stand-in CLIs on PATH: the pinned ones `make agents` installed must not shadow them."""
+    monkeypatch.setattr(agents, "AGENTS_DIR", tmp_path / "no-agents")
 
 
 @pytest.fixture
