@@ -111,6 +111,11 @@ def test_paths_resolve_by_package_and_suffix_and_say_which_rule(ws):
         "FAIL: create-call: citation x/mesh.py:5 is fabricated: a suffix of 2 files, 2 of them equally shallow"
         " (a/x/mesh.py, b/x/mesh.py)"
     ]
+    (ws / "a" / "x" / "other.py").write_text("a\n")  # a citation beside one of the twins breaks the tie
+    msg = "<final-answer>\nSee a/x/other.py:1.\n" + RIGHT.replace("pkg/mesh.py:5", "x/mesh.py:5")
+    fails, notes = qa_check.check(key, ws, msg + "\n</final-answer>\n", "pithtrain")
+    assert fails[0].startswith("FAIL: create-call: x/mesh.py:5 (a/x/mesh.py) is not where")  # resolved, not fabricated
+    assert "resolved: x/mesh.py -> a/x/mesh.py (rule: suffix-beside)" in notes
 
 
 def test_a_region_may_narrow_its_slack(ws):
@@ -191,6 +196,9 @@ def test_backticked_names_must_be_in_the_tree(ws):
         "FAIL: names `build_mesh_v2`, which no file of the workspace contains (another version's or invented)",
         "FAIL: names `DeviceMeshBuilder`, which no file of the workspace contains (another version's or invented)",
     ]
+    said_absent = "There is no `build_mesh_v2`, not an `attn_impl`-style switch; `DeviceMeshBuilder` does not exist."
+    assert verdict(ws, RIGHT, prose=said_absent) == []
+    assert verdict(ws, RIGHT, prose="It uses `build_mesh_v2`, not a ring.")[0].startswith("FAIL: names `build_mesh_v2`")
 
 
 @pytest.mark.parametrize(

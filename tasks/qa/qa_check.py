@@ -5,7 +5,8 @@ the task's instruction.md lists (its `**Slots.**` list: `name` (citation) or `na
 The last line naming a slot is its value (explanation lines may start alike). Only slots are scored, with
 one exception: a code name in backticks anywhere in the block (`snake_case`, `CamelCase`, 4+ characters)
 that no text file of the workspace contains fails the answer (another version's or an invented name; the
-instruction says so). A citation in the explanation that does not resolve is a `note:` line, not a FAIL.
+instruction says so), unless the answer says it does not exist ("no `attn_impl` switch"). A citation in
+the explanation that does not resolve is a `note:` line, not a FAIL.
 
 The task's key.toml has, per framework, `term` (the question's key term, read by `ate_bench cost`) and
 one table per slot:
@@ -33,7 +34,9 @@ A cited path resolves, in this order, as: a path under the workspace root (`root
 framework's package directory, PACKAGE_DIRS (`package`); a unique suffix of one file's path at a `/`
 boundary (`suffix`); a suffix of several files of which exactly one has the fewest directories
 (`suffix-shallowest`: `parallel_dims.py` is torchtitan/distributed/parallel_dims.py, not the copy under
-torchtitan/experiments/, as a human reader takes it). A slot's citation of a path that matches nothing or
+torchtitan/experiments/, as a human reader takes it); of several equally shallow files, the one in a folder
+another citation of the answer resolves into (`suffix-beside`: `optimizer.py` beside `optimizer/__init__.py`
+is megatron/core/optimizer/optimizer.py). A slot's citation of a path that matches nothing or
 several equally deep files is fabricated, as is a line past the file's end: the slot fails. Every citation
 resolved by a rule other than `root` is printed as a `resolved:` line.
 
@@ -78,6 +81,11 @@ _SLOT_LINE = re.compile(
 _LIST_FILLERS = frozenset({"and", "x", "plus"})
 _WORD = re.compile(r"[a-z0-9][a-z0-9-]*")
 _BACKTICKS = re.compile(r"`([^`\n]+)`")
+_NEGATED_NAME = re.compile(
+    r"\b(?:no|not|never|nor|without)\s+(?:[\w-]+\s+){0,2}`[^`\n]+`"
+    r"|`[^`\n]+`[\w-]*\s+(?:does not|doesn't|do not|don't) exist",
+    re.IGNORECASE,
+)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CODE_LIKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|[a-z][A-Z]")
 
@@ -289,6 +297,16 @@ class Resolver:
         self.lines: dict[str, list[str]] = {}
         self.rules: dict[str, tuple[str, str] | str] = {}
         """cited path -> (workspace path, rule), or the reason it does not resolve."""
+        self.beside: set[str] = set()
+        """The folders of the answer's other citations (set_beside): they break a tie of equally shallow files."""
+
+    def set_beside(self, cited: list[Citation]) -> None:
+        """Note the folders the answer's citations resolve into, then forget what was resolved without them."""
+        for c in cited:
+            got = self.resolve(c.path)
+            if not isinstance(got, str):
+                self.beside.add(got[0].rpartition("/")[0])
+        self.rules.clear()
 
     def _file(self, rel: str) -> bool:
         try:  # a name too long or a symlink loop is a path that does not exist, not a crash
@@ -328,6 +346,9 @@ class Resolver:
         shallowest = [f for f in suffix if f.count("/") == depth]
         if len(shallowest) == 1:  # e.g. torchtitan/distributed/parallel_dims.py, not experiments/*/parallel_dims.py
             return (shallowest[0], "suffix-shallowest")
+        beside = [f for f in shallowest if f.rpartition("/")[0] in self.beside]
+        if len(beside) == 1:  # `optimizer.py` cited beside `optimizer/__init__.py`: the one in that folder
+            return (beside[0], "suffix-beside")
         if suffix:
             tied = ", ".join(shallowest[:3])
             return f"a suffix of {len(suffix)} files, {len(shallowest)} of them equally shallow ({tied})"
@@ -382,8 +403,10 @@ def slot_values(block: str, known: set[str]) -> tuple[dict[str, list[str]], list
 
 
 def code_names(block: str) -> list[str]:
-    """The code-like names written in backticks (`snake_case`, `CamelCase`, `UPPER_CASE`, 4+ characters)."""
-    names = (w for span in _BACKTICKS.findall(block) for w in _IDENT.findall(span))
+    """The code-like names written in backticks (`snake_case`, `CamelCase`, `UPPER_CASE`, 4+ characters),
+    less those the answer says do not exist ("no `attn_impl` switch", "`x` does not exist")."""
+    claimed = _NEGATED_NAME.sub("", block)
+    names = (w for span in _BACKTICKS.findall(claimed) for w in _IDENT.findall(span))
     return list(dict.fromkeys(w for w in names if len(w) >= 4 and _CODE_LIKE.search(w)))
 
 
@@ -454,6 +477,7 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
     if block is None:
         return ["FAIL: no <final-answer> block (a line <final-answer>, the answer, a line </final-answer>)"], []
     resolver = Resolver(workspace, framework)
+    resolver.set_beside(citations(block, workspace))
     fails: list[str] = []
     notes: list[str] = []
     for c in citations(block, workspace):  # the explanation's too: noted, scored only in a slot
