@@ -131,11 +131,11 @@ echo 'x = 1' > {tasks / "qa" / "toy_keycheck_extra.py"} 2>/dev/null
 
 
 def test_an_edited_read_only_workspace_fails_and_is_checked_pristine(tmp_path, dirs, monkeypatch):
-    # The key wants `def main(` cited in pithtrain/__main__.py: the agent appends one and cites it.
+    # The key's entry slot wants `def main(` in pithtrain/__main__.py: the agent appends one and cites it.
     attack = """
 echo 'def main():' >> pithtrain/__main__.py
 n=$(wc -l < pithtrain/__main__.py); name=$(grep -n '^name = ' pyproject.toml | cut -d: -f1)
-printf '<final-answer>\\nmain: pithtrain/__main__.py:%s, package pyproject.toml:%s\\n</final-answer>\\n' "$n" "$name" \\
+printf '<final-answer>\\nentry: pithtrain/__main__.py:%s\\nname: pyproject.toml:%s\\n</final-answer>\\n' "$n" "$name" \\
   > "$HOME/answer.txt"
 """
     rec = _run(tmp_path, dirs, monkeypatch, attack)
