@@ -30,15 +30,7 @@ def _check_module(slug):
 
 def _spec(slug):
     m = _check_module(slug)
-    ref = {
-        "01-moba": "moba_attention_reference",
-        "02-dynmoe": "dynmoe_gate_reference",
-        "03-diff-attention": "differential_attention_reference",
-        "04-moe-plus-plus": "moepp_expert_mix_reference",
-    }[slug]
-    outputs = (lambda out: list(out)) if slug == "04-moe-plus-plus" else (lambda out: [out])
-    tol = {torch.float32: 1e-4, torch.bfloat16: 8e-2} if slug == "03-diff-attention" else {torch.float32: 1e-4}
-    return feature_check.OpSpec(getattr(m, ref), m.make_inputs, tol, outputs), m
+    return m.SPEC, m
 
 
 @pytest.mark.parametrize("slug", ["01-moba", "02-dynmoe", "03-diff-attention", "04-moe-plus-plus"])
