@@ -54,6 +54,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ENVELOPE_FLOOR = 1e-6  # two identical CPU runs agree exactly; this keeps a zero envelope from failing rounding
 ENVELOPE_MULTIPLE = 3.0  # "outside the envelope" means beyond 3x the base-vs-base gap
 BASE_RUNS = 3  # the envelope is the largest gap among three base runs: two gave one sample of a GPU's noise
+GRAD_DRAWS = 3  # random output gradients whose reference gradients give each input gradient's scale
 SEAM_PROBE = Path(__file__).resolve().parent / "seam_probe"  # its sitecustomize.py wraps the op in the trainer
 SEAM_REPLAY_CALLS = 8  # per process, the first calls (the first step's) are replayed through op and reference
 
@@ -84,13 +85,14 @@ def load_reference(task_dir: Path):
     return module
 
 
-def rel_error(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+def rel_error(ours: torch.Tensor, theirs: torch.Tensor, scale: float | None = None) -> float:
+    """||ours - theirs|| / scale (default ||ours||); inf for a wrong shape or a non-finite answer."""
     ours, theirs = ours.detach().double(), theirs.detach().double()
     if ours.shape != theirs.shape:
         return math.inf
     if not torch.isfinite(theirs).all():
         return math.inf
-    return float((ours - theirs).norm() / ours.norm().clamp(min=1e-30))
+    return float((ours - theirs).norm() / max(float(ours.norm()) if scale is None else scale, 1e-30))
 
 
 def load_feature_json(workspace: Path) -> tuple[dict, list[str]]:
@@ -161,22 +163,27 @@ def op_errors(op: Callable, spec: OpSpec, seed: int, dtype: torch.dtype) -> tupl
     errors = {
         f"output {i}": rel_error(o, t) if torch.is_tensor(t) else math.inf for i, (o, t) in enumerate(zip(ours, theirs))
     }
-    grads_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in ours]
-    ref_leaves, their_leaves = (
-        [v for v in vs if torch.is_tensor(v) and v.requires_grad] for vs in (ref_values, their_values)
-    )
-    ref_grads = torch.autograd.grad(
-        ours, ref_leaves, [g.to(o.dtype) for g, o in zip(grads_out, ours)], allow_unused=True
-    )
-    try:
-        op_grads = torch.autograd.grad(
-            theirs, their_leaves, [g.to(t.dtype) for g, t in zip(grads_out, theirs)], allow_unused=True
+    # A gradient's error is taken against its size under GRAD_DRAWS random output gradients (the largest): one that
+    # sums a whole map with cancellation (lambda's in differential attention) is near 0 for some draws, where a
+    # relative error would measure the draw, not the op.
+    draws = [[torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in ours] for _ in range(GRAD_DRAWS)]
+    ref_leaves = [v for v in ref_values if torch.is_tensor(v) and v.requires_grad]
+    their_leaves = [v for v in their_values if torch.is_tensor(v) and v.requires_grad]
+    ref_grads = [
+        torch.autograd.grad(
+            ours, ref_leaves, [g.to(o.dtype) for g, o in zip(gs, ours)], retain_graph=True, allow_unused=True
         )
+        for gs in draws
+    ]
+    try:
+        grads_out = [g.to(t.dtype) for g, t in zip(draws[0], theirs)]
+        their_grads = torch.autograd.grad(theirs, their_leaves, grads_out, allow_unused=True)
     except RuntimeError as e:
         return {}, f"its outputs are not differentiable: {e}"
-    for i, (r, g) in enumerate(zip(ref_grads, op_grads)):
+    for i, (r, g) in enumerate(zip(ref_grads[0], their_grads)):
         if r is not None:
-            errors[f"gradient of input {i}"] = rel_error(r, g) if g is not None else math.inf
+            scale = max(float(grads[i].double().norm()) for grads in ref_grads)
+            errors[f"gradient of input {i}"] = rel_error(r, g, scale) if g is not None else math.inf
     return errors, ""
 
 
