@@ -5,8 +5,9 @@
 
 Runs base, working tree, base, working tree, ... (`--rounds` of each, all children of this process, each
 importing only its own tree: ../../validate-correctness/scripts/trees.py), every step logged. A run's rate is the
-tokens/s of its fastest step after `--warmup-steps`, a side's rate its fastest run: other load on the machine
-only slows steps down, so the fastest one is the least disturbed measure of the code. Verdict, exit status:
+tokens/s of its fastest step after `--warmup-steps` (by the process's CPU clock on a CPU, where 8 people share 2
+cores; by the wall clock on a GPU), a side's rate its fastest run: other load on the machine only slows steps
+down, so the fastest one is the least disturbed measure of the code. Verdict, exit status:
   INCONCLUSIVE (3) when the base runs' rates differ by more than the tolerance (max - min) / max: the machine's
       noise is as large as the change to be judged, so no verdict is given;
   FAIL (1) when the working tree's rate is below the base's x (1 - tolerance);
@@ -27,8 +28,15 @@ from trees import RunError, base_worktree, changed_code, repo_root, same_code_pr
 INCONCLUSIVE = 3  # the exit status when the base runs disagree by more than the tolerance
 
 
-def rate(records: list, warmup: int) -> float:
-    timed = [r["tokens_per_s"] for r in records if r["step"] > warmup]
+def rate(records: list, provenance: dict, warmup: int) -> float:
+    """tokens/s of the run's fastest step after warm-up, by the process's CPU clock on a CPU run (other processes
+    on a shared CPU stretch a step's wall time, hardly its CPU time), by the wall clock on a GPU."""
+    cpu_s = provenance["step_cpu_s"] if provenance["device"] == "cpu" else {}
+    timed = [
+        r["tokens_per_s"] * r["step_time_s"] / (cpu_s[str(r["step"])] if cpu_s else r["step_time_s"])
+        for r in records
+        if r["step"] > warmup and (not cpu_s or str(r["step"]) in cpu_s)
+    ]
     if len(timed) < 2:
         raise RunError(f"fewer than 2 logged steps after the {warmup} warm-up steps: raise --steps")
     return max(timed)
@@ -39,9 +47,9 @@ def measure(base_tree: Path, work_tree: Path, args, scratch: Path) -> tuple[list
     base, work = [], []
     for i in range(args.rounds):  # alternate, so drifts of the machine hit both sides alike
         records, prov_b = train_in_tree(base_tree, args.config, overrides, scratch / f"base{i}", f"base #{i + 1}")
-        base.append(rate(records, args.warmup_steps))
+        base.append(rate(records, prov_b, args.warmup_steps))
         records, prov_w = train_in_tree(work_tree, args.config, overrides, scratch / f"work{i}", f"work #{i + 1}")
-        work.append(rate(records, args.warmup_steps))
+        work.append(rate(records, prov_w, args.warmup_steps))
     return base, work, prov_b, prov_w
 
 
