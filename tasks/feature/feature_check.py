@@ -367,34 +367,30 @@ def _gap(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) for x, y in zip(a, b))
 
 
+def falling(script: str, printed: list[str]) -> list[str]:
+    """Part (b) for one run with the feature on: finite losses whose last quarter is below their first."""
+    losses = [float(s) for s in printed]
+    if not all(math.isfinite(x) for x in losses):
+        return [f"training: {script} with the feature on has a non-finite loss: {losses}"]
+    q = max(1, len(losses) // 4)
+    if len(losses) < 2 or not sum(losses[-q:]) / q < sum(losses[:q]) / q:
+        return [f"training: {script} with the feature on: losses do not fall ({losses[0]:.4f} -> {losses[-1]:.4f})"]
+    return []
+
+
 def check_training(
-    workspace: Path, framework: str, feature: dict, timeout_s: float, seam_env: dict | None = None
+    workspace: Path, framework: str, feature: dict, timeout_s: float, on_printed: list[str]
 ) -> list[str]:
-    """Parts (b) and (d); `seam_env` goes to the verify.sh run with the feature on (part (c) records there)."""
-    problems = []
-    curves = {}
-    for script in ("verify.sh", "train.sh"):
-        env = seam_env if script == "verify.sh" else None
-        printed, why = run_script(workspace, script, feature["enable"], framework, timeout_s, env)
-        if why:
-            problems.append(f"training: {why}")
-            continue
-        losses = [float(s) for s in printed]
-        if not all(math.isfinite(x) for x in losses):
-            problems.append(f"training: {script} with the feature on has a non-finite loss: {losses}")
-            continue
-        q = max(1, len(losses) // 4)
-        if len(losses) < 2 or not sum(losses[-q:]) / q < sum(losses[:q]) / q:
-            problems.append(
-                f"training: {script} with the feature on: losses do not fall ({losses[0]:.4f} -> {losses[-1]:.4f})"
-            )
-        curves[script] = printed
+    """Parts (b) and (d), given the losses of verify.sh with the feature on (run under the seam probe)."""
+    problems = falling("verify.sh", on_printed)
+    printed, why = run_script(workspace, "train.sh", feature["enable"], framework, timeout_s)
+    problems += [f"training: {why}"] if why else falling("train.sh", printed)
     runs = [run_script(workspace, "verify.sh", [], framework, timeout_s) for _ in range(BASE_RUNS)]
     runs.append(run_script(workspace, "verify.sh", feature["disable"], framework, timeout_s))
     problems += [f"liveness: {why}" for _, why in runs if why]
-    if problems or "verify.sh" not in curves:
+    if problems:
         return problems
-    return liveness(curves["verify.sh"], [printed for printed, _ in runs[:-1]], runs[-1][0])
+    return liveness(on_printed, [printed for printed, _ in runs[:-1]], runs[-1][0])
 
 
 def liveness(on_printed: list[str], bases_printed: list[list[str]], off_printed: list[str]) -> list[str]:
@@ -420,6 +416,24 @@ def liveness(on_printed: list[str], bases_printed: list[list[str]], off_printed:
     return problems
 
 
+def check_model(
+    workspace: Path, framework: str, feature: dict, timeout_s: float, spec: OpSpec, check_py: str, profile: str
+) -> list[str]:
+    """Parts (b)-(d): verify.sh with the feature on under the seam probe, judged at once (a model that misuses the
+    op is FAIL without the other five runs), then train.sh and the liveness runs."""
+    with tempfile.TemporaryDirectory(prefix="feature-seam-") as seam_dir:
+        python_path = os.pathsep.join(filter(None, [str(SEAM_PROBE), os.environ.get("PYTHONPATH")]))
+        seam_env = {"PYTHONPATH": python_path, "FEATURE_SEAM_CHECK": check_py, "FEATURE_SEAM_OP": feature["op"],
+                    "FEATURE_SEAM_OUT": seam_dir}  # fmt: skip
+        on_printed, why = run_script(workspace, "verify.sh", feature["enable"], framework, timeout_s, seam_env)
+        if why:
+            return [f"training: {why}", "seam, train.sh and liveness: not checked, since verify.sh did not run"]
+        problems = check_seam(Path(seam_dir), spec, feature["op"], profile)
+    if problems:
+        return problems + ["train.sh and liveness: not checked, since the model misuses the op"]
+    return check_training(workspace, framework, feature, timeout_s, on_printed)
+
+
 def main(spec: OpSpec, check_py: str) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--workspace", type=Path, required=True)
@@ -436,13 +450,7 @@ def main(spec: OpSpec, check_py: str) -> int:
     if problems:  # training takes minutes; a verdict already FAIL does not wait for it
         problems.append("training, seam and liveness: not checked, since the op check failed")
     else:
-        with tempfile.TemporaryDirectory(prefix="feature-seam-") as seam_dir:
-            python_path = os.pathsep.join(filter(None, [str(SEAM_PROBE), os.environ.get("PYTHONPATH")]))
-            seam_env = {"PYTHONPATH": python_path, "FEATURE_SEAM_CHECK": check_py, "FEATURE_SEAM_OP": feature["op"],
-                        "FEATURE_SEAM_OUT": seam_dir}  # fmt: skip
-            problems = check_training(a.workspace, a.framework, feature, a.timeout_s, seam_env)
-            if not any(p.startswith("training: verify.sh") for p in problems):
-                problems = check_seam(Path(seam_dir), spec, feature["op"], a.profile) + problems
+        problems = check_model(a.workspace, a.framework, feature, a.timeout_s, spec, check_py, a.profile)
     for line in problems:
         print(f"FAIL: {line}")
     if not problems:

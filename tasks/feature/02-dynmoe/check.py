@@ -61,10 +61,10 @@ def judge_calls(calls, profile):
     problems = []
     if {c["k_max"] for c in calls} != {K_MAX}:
         problems.append(f"the model passes k_max {sorted({c['k_max'] for c in calls})}; the instruction says {K_MAX}")
-    if not all(c["thresholds"] for c in calls):
-        problems.append("the thresholds the model passes do not require grad: they cannot learn")
     for key in ("thresholds", "expert_vectors", "weights"):
-        if not max(c[f"{key}_grad"] for c in calls) > 0:
+        if not all(c[key] for c in calls):
+            problems.append(f"the {key} the model passes or gets do not require grad: they cannot learn")
+        elif not max(c[f"{key}_grad"] for c in calls) > 0:
             problems.append(f"no gradient reached the op's {key} in any call: the gate does not learn through the op")
     first = [c for c in calls if c["call"] == 0]
     if any(c["thresholds_abs_sum"] != 0 for c in first):

@@ -1,8 +1,10 @@
 """feature-03 Differential attention: the agent's differential_attention against reference.py (forward and
 gradients, lambda vectors and norm weight included), then training, what the model feeds the op (lambda_init by the
 paper's depth rule in every layer, learnable lambda vectors and norm weight that receive gradients, eps 1e-5, the
-output used) and liveness (feature_check.py). float32 is the sharp check (1e-4); the bfloat16 tolerance is set from
-the measured error of a correct SDPA gold (README.md, measure_false_fail.py)."""
+output used) and liveness (feature_check.py). float32 is the sharp check (1e-4). bfloat16 is compared with the
+reference in float64: the SDPA gold's largest error in 6,000 bf16 trials was 1.5e-1, on lambda's gradient (one
+scalar summed over both maps) at lambda_init near 0.8, and 99.9% of trials stayed under 4.6e-2; the tolerance is
+twice that largest error (README.md, measure_false_fail.py)."""
 
 import sys
 from pathlib import Path
@@ -61,7 +63,7 @@ def judge_calls(calls, profile):
 SPEC = OpSpec(
     differential_attention_reference,
     make_inputs,
-    {torch.float32: 1e-4, torch.bfloat16: 8e-2},
+    {torch.float32: 1e-4, torch.bfloat16: 3e-1},
     lambda out: [out],
     record_call,
     judge_calls,
