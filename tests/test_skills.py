@@ -171,14 +171,14 @@ def test_validate_correctness_passes_a_no_op_and_fails_a_changed_loss(clone):
     restore(clone)
 
 
-# Busy work of 10% of the CPU time since the previous loss (a step's compute, once per micro-batch): a 10% slowdown
-# on any machine, whatever else runs there. NOISE does the same with 30% more, in the second base run only.
+# Busy work of 1/9 of the CPU time since the previous loss (a step's compute, once per micro-batch): tokens/s 10%
+# lower on any machine, whatever else runs there. NOISE does the same with 30% more, in the second base run only.
 SLOWER = """\
         _t = __import__("time"); _now = _t.process_time(); _extra = FRACTION * (_now - getattr(_t, "_mark", _now))
         while _t.process_time() < _now + _extra * WHEN: pass
         _t._mark = _t.process_time()
 RETURN"""
-TEN_PERCENT = SLOWER.replace("FRACTION", "0.1").replace("WHEN", "1")
+TEN_PERCENT = SLOWER.replace("FRACTION", "(1 / 9)").replace("WHEN", "1")
 NOISE = SLOWER.replace("FRACTION", "0.3").replace("WHEN", "('base1' in str(__import__('sys').argv))")
 
 

@@ -1,23 +1,23 @@
 """Tokens/s of a base revision against the working tree, alternating runs; prints PASS, FAIL or INCONCLUSIVE.
 
     python skills/validate-performance/scripts/check.py [--base HEAD | --base-dir DIR] [--config CFG]
-        [--steps 24] [--warmup-steps 4] [--rounds 3] [--tolerance 0.05] [--set SECTION.KEY=VALUE ...]
+        [--steps 32] [--warmup-steps 4] [--rounds 3] [--tolerance 0.05] [--set SECTION.KEY=VALUE ...]
 
 Runs base, working tree, base, working tree, ... (`--rounds` of each, all children of this process, each
 importing only its own tree: ../../validate-correctness/scripts/trees.py), every step logged. A run's rate is the
-tokens/s of its fastest step after `--warmup-steps` (by the process's CPU clock on a CPU, where 8 people share 2
-cores; by the wall clock on a GPU), a side's rate its fastest run: other load on the machine only slows steps
-down, so the fastest one is the least disturbed measure of the code. Verdict, exit status:
+median tokens/s of its steps after `--warmup-steps` (by the process's CPU clock on a CPU, where 8 people share 2
+cores; by the wall clock on a GPU), a side's rate the median of its runs. Verdict, exit status:
   INCONCLUSIVE (3) when the base runs' rates differ by more than the tolerance (max - min) / max: the machine's
       noise is as large as the change to be judged, so no verdict is given;
   FAIL (1) when the working tree's rate is below the base's x (1 - tolerance);
   PASS (0) otherwise.
-The defaults (24 steps of 2,048 tokens, 3 runs a side, tolerance 5%) catch a 10% slowdown on a shared 2-core CPU
+The defaults (32 steps of 2,048 tokens, 3 runs a side, tolerance 5%) catch a 10% slowdown on a shared 2-core CPU
 (tests/test_skills.py). `--base-dir` compares against a tree on disk instead of a revision (no git).
 """
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -29,8 +29,9 @@ INCONCLUSIVE = 3  # the exit status when the base runs disagree by more than the
 
 
 def rate(records: list, provenance: dict, warmup: int) -> float:
-    """tokens/s of the run's fastest step after warm-up, by the process's CPU clock on a CPU run (other processes
-    on a shared CPU stretch a step's wall time, hardly its CPU time), by the wall clock on a GPU."""
+    """The median tokens/s of the run's steps after warm-up, by the process's CPU clock on a CPU run (other
+    processes on a shared CPU stretch a step's wall time four-fold, its CPU time by a few percent), by the wall
+    clock on a GPU."""
     cpu_s = provenance["step_cpu_s"] if provenance["device"] == "cpu" else {}
     timed = [
         r["tokens_per_s"] * r["step_time_s"] / (cpu_s[str(r["step"])] if cpu_s else r["step_time_s"])
@@ -39,7 +40,7 @@ def rate(records: list, provenance: dict, warmup: int) -> float:
     ]
     if len(timed) < 2:
         raise RunError(f"fewer than 2 logged steps after the {warmup} warm-up steps: raise --steps")
-    return max(timed)
+    return statistics.median(timed)
 
 
 def measure(base_tree: Path, work_tree: Path, args, scratch: Path) -> tuple[list, list, dict, dict]:
@@ -60,7 +61,7 @@ def main() -> int:
     ap.add_argument("--base-dir", type=lambda p: Path(p).resolve(), help="base source tree on disk instead")
     ap.add_argument("--work-dir", type=lambda p: Path(p).resolve(), help="with --base-dir: the measured tree")
     ap.add_argument("--config", default="examples/qwen3-moe-tiny.toml", help="run config, relative to each tree")
-    ap.add_argument("--steps", type=int, default=24, help="training steps per run")
+    ap.add_argument("--steps", type=int, default=32, help="training steps per run")
     ap.add_argument("--warmup-steps", type=int, default=4, help="first steps left out of the rate")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each side (at least 2: the spread needs two)")
     ap.add_argument("--tolerance", type=float, default=0.05, help="allowed regression, and base disagreement")
@@ -82,7 +83,8 @@ def main() -> int:
         base_name = commit[:12]
     spread = (max(base) - min(base)) / max(base)
     tolerance = args.tolerance
-    floor = max(base) * (1 - tolerance)
+    base_rate, work_rate = statistics.median(base), statistics.median(work)
+    floor = base_rate * (1 - tolerance)
     print(f"base {base_name} code {prov_b['code_hash']}: tokens/s {', '.join(f'{r:,.0f}' for r in base)}")
     print(f"working tree code {prov_w['code_hash']}: tokens/s {', '.join(f'{r:,.0f}' for r in work)}")
     print(f"base spread {100 * spread:.2f}%, tolerance {100 * tolerance:.2f}%, floor {floor:,.0f} tokens/s")
@@ -100,13 +102,13 @@ def main() -> int:
             "with more --steps, or state a larger --tolerance"
         )
         return INCONCLUSIVE
-    if max(work) < floor:
+    if work_rate < floor:
         print(
-            f"FAIL: working tree {max(work):,.0f} tokens/s is {100 * (1 - max(work) / max(base)):.1f}% below the "
-            f"base ({max(base):,.0f}, fastest runs), beyond the tolerance {100 * tolerance:.2f}%"
+            f"FAIL: working tree {work_rate:,.0f} tokens/s is {100 * (1 - work_rate / base_rate):.1f}% below the "
+            f"base ({base_rate:,.0f}, medians of the runs), beyond the tolerance {100 * tolerance:.2f}%"
         )
         return 1
-    print(f"PASS (working tree {max(work):,.0f} tokens/s, {100 * (max(work) / max(base) - 1):+.1f}% vs base)")
+    print(f"PASS (working tree {work_rate:,.0f} tokens/s, {100 * (work_rate / base_rate - 1):+.1f}% vs base)")
     return 0
 
 
