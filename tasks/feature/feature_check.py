@@ -1,23 +1,23 @@
 """The shared checker of the new-feature tasks: run the agent's code, compare it with our reference, no judgement.
 
-Each task's check.py names its op's reference, how to draw inputs and the tolerances, then calls `main`. The verdict
-has three parts, each printing one `FAIL: <reason>` line per failed condition:
+Each task's check.py gives, as SPEC, its op's reference, inputs that reach every rule, tolerances, and what to
+record and judge at the model's seam, then calls `main`. The verdict has four parts, each gating the next and
+printing one `FAIL: <reason>` line per failed condition:
   (a) op: the function that `artifacts/feature.json` names ("op": "module.path:function", imported from the
-      workspace and nowhere else) matches our reference on fresh random inputs, forward and gradients, within the
-      task's tolerance per dtype (relative error ||ours - theirs|| / ||ours||);
-  (b) training: the provided `verify.sh` and `train.sh`, run with the feature switched on ("enable": extra
-      arguments for the provided scripts), complete with finite losses, and the losses fall (the mean of the last
-      quarter of steps is below the mean of the first quarter);
-  (c) seam: during the verify.sh run with the feature on, `seam_probe/sitecustomize.py` wraps the named op where
-      the model imports it and records every call (the task's `record_call`); the checker then judges those calls
-      (`judge_calls`: the model called the op, with the arguments the paper's rules give per layer, its trainable
-      inputs received gradients, its outputs were used) and replays the first calls' real inputs through the op
-      and the reference in float32;
+      workspace and nowhere else) matches our reference on fresh inputs, forward and gradients, within the task's
+      tolerance per dtype (`op_errors`: relative error, a gradient's against its size under three random output
+      gradients; low precision against the reference in float64);
+  (b) seam: `verify.sh` runs with the feature switched on ("enable": extra arguments for the provided scripts) and
+      `seam_probe/` on PYTHONPATH, whose sitecustomize.py wraps the named op as its module is imported and records
+      every call the model makes (the task's `record_call`, in the trainer); the checker replays the first calls'
+      real inputs through op and reference in float32 and holds the calls to the paper's rules (`judge_calls`:
+      the arguments per layer, trainable inputs that receive gradients, outputs the model uses);
+  (c) training: that verify.sh run and `train.sh` with "enable" complete with finite losses that fall (the mean of
+      the last quarter of steps is below the mean of the first quarter);
   (d) liveness: `verify.sh` run three times with no extra arguments (the base configuration, same seed) gives the
       noise envelope (the largest per-step gap of any two, never below one unit of the last printed digit); with
       "enable" the losses leave 3x that envelope from every base run, with "disable" they stay within 3x of the
       nearest base run (the switch is off by default and turning it off restores the base path).
-(b), (c) and (d) run only once (a) passes: they take minutes, and the verdict is already FAIL otherwise.
 A workspace that cannot be run is the agent's FAIL; a bug here is a traceback, which the harness reports as ERROR.
 Checkers run with the harness's Python (torch installed); the provided scripts run with the workspace's.
 """
@@ -215,9 +215,12 @@ def grad_probe(record: dict, key: str, tensor) -> None:
     record[key + "_grad"], record[key + "_zero_rows"] = 0.0, None
 
     def hook(g):
-        g = g.detach().reshape(-1, g.shape[-1]) if g.dim() else g.detach().reshape(1, 1)
-        record[key + "_grad"] = max(record[key + "_grad"], float(g.abs().max()))
-        record[key + "_zero_rows"] = int((g == 0).all(-1).sum())
+        try:  # never break the model's backward: a failure here is reported by the checker
+            g = g.detach().reshape(-1, g.shape[-1]) if g.dim() else g.detach().reshape(1, 1)
+            record[key + "_grad"] = max(record[key + "_grad"], float(g.abs().max()))
+            record[key + "_zero_rows"] = int((g == 0).all(-1).sum())
+        except Exception as e:
+            record["error"] = f"recording the gradient of {key}: {type(e).__name__}: {e}"
 
     if record[key]:
         tensor.register_hook(hook)
