@@ -1,7 +1,7 @@
 """Tokens/s of a base revision against the working tree, alternating runs; prints PASS, FAIL or INCONCLUSIVE.
 
     python skills/validate-performance/scripts/check.py [--base HEAD | --base-dir DIR] [--config CFG]
-        [--steps 32] [--warmup-steps 4] [--rounds 3] [--tolerance 0.05] [--set SECTION.KEY=VALUE ...]
+        [--steps 32] [--warmup-steps 4] [--rounds 3] [--tolerance 0.07] [--set SECTION.KEY=VALUE ...]
 
 Runs base, working tree, base, working tree, ... (`--rounds` of each, all children of this process, each
 importing only its own tree: ../../validate-correctness/scripts/trees.py), every step logged. A run's rate is the
@@ -11,7 +11,7 @@ cores; by the wall clock on a GPU), a side's rate the median of its runs. Verdic
       noise is as large as the change to be judged, so no verdict is given;
   FAIL (1) when the working tree's rate is below the base's x (1 - tolerance);
   PASS (0) otherwise.
-The defaults (32 steps of 2,048 tokens, 3 runs a side, tolerance 5%) catch a 10% slowdown on a shared 2-core CPU
+The defaults (32 steps of 2,048 tokens, 3 runs a side, tolerance 7%) catch a 10% slowdown on a shared 2-core CPU
 (tests/test_skills.py). `--base-dir` compares against a tree on disk instead of a revision (no git).
 """
 
@@ -64,7 +64,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=32, help="training steps per run")
     ap.add_argument("--warmup-steps", type=int, default=4, help="first steps left out of the rate")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each side (at least 2: the spread needs two)")
-    ap.add_argument("--tolerance", type=float, default=0.05, help="allowed regression, and base disagreement")
+    ap.add_argument("--tolerance", type=float, default=0.07, help="allowed regression, and base disagreement")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override for every run")
     ap.add_argument("--record", type=Path, help="write the rates and code hashes here as JSON")
     args = ap.parse_args()
