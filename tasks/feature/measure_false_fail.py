@@ -100,6 +100,7 @@ def measure_liveness(task: str, ws: Path, checks: int, profile: str) -> bool:
         problems = seam + feature_check.liveness(on, bases, verify(ws, feature["disable"]))
         failures += bool(problems)
         reasons += problems
+        print(f"{task} seam+liveness check: {problems or 'PASS'}", flush=True)
     print(f"{task} seam+liveness: {checks} checks, {failures} FAIL {reasons[:2]}; {machine()}", flush=True)
     return failures == 0
 
