@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Near miss for 02-dynmoe on pithtrain, which must FAIL: k, the number of active experts, is computed from the straight-through activations and carries gradient.
+exec python3 "$GOLD_DIR/../../../break_gold.py" "$GOLD_DIR/../../gold/pithtrain/dynmoe.patch" \
+  'k_T1 = (active_TE.detach() > 0).sum(-1, keepdim=True)' \
+  'k_T1 = active_TE.sum(-1, keepdim=True)'

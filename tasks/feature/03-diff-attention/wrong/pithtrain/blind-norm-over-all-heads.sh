@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Near miss for 03-diff-attention on pithtrain, which must FAIL: the RMS norm is taken over all heads together (the whole [heads, v_head_dim] vector) instead of per head.
+exec python3 "$GOLD_DIR/../../../break_gold.py" "$GOLD_DIR/../../gold/pithtrain/diff-attention.patch" \
+  'o_BHSE.pow(2).mean(-1, keepdim=True)' \
+  'o_BHSE.pow(2).mean((-2, -1), keepdim=True)'

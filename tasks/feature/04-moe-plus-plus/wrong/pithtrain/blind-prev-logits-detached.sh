@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Near miss for 04-moe-plus-plus on pithtrain, which must FAIL: the gating residual uses the previous layer's routed logits detached, so no gradient reaches the previous layer (or prev_logits).
+exec python3 "$GOLD_DIR/../../../break_gold.py" "$GOLD_DIR/../../gold/pithtrain/moe-plus-plus.patch" \
+  'prev_logits_TE @ residual_weight_EE.T' \
+  'prev_logits_TE.detach() @ residual_weight_EE.T'
