@@ -5,10 +5,8 @@
 # Runs `python3 -m ate_bench validate --tasks 'feature-*' --frameworks pithtrain --profiles gpu1` as two calls side by
 # side (feature-01/03 and feature-02/04: each gold's checker trains five times, 20 runs in all, and two 40 GB runs
 # share the GPU), both inside BUDGET_S (default 330 s), then leaves two files under $OUT: feature-gpu1/<stamp>.json
-# (the two records merged: cells, summary) and feature-gpu1.log (both consoles), and prints a table. Then, inside
-# POOL_BUDGET_S (default 200 s), 30 liveness verdicts for each of the DynMoE and differential-attention golds from
-# 9 runs each (measure_false_fail.py --pool 5 3), printed last and appended to feature-gpu1.log; exit 1 when any
-# cell is unexpected or any of those verdicts FAILs.
+# (the two records merged: cells, summary) and feature-gpu1.log (both consoles), and prints a table last.
+# The liveness measurement on this GPU is another call: tasks/feature/gpu1_liveness.sh.
 # The harness makes pithtrain's workspaces with `git archive HEAD`: a tree that travelled without .git is committed
 # in a copy first (PITH_GIT_COMMIT, if set, names the commit it came from; the record keeps it as travelled_commit).
 # DRY=1 (any machine, no GPU needed): apply each gold to a copy of the tree, load feature-gpu1.toml with the gold's
@@ -17,7 +15,6 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/feature-gpu1-out}
 BUDGET_S=${BUDGET_S:-330}
-POOL_BUDGET_S=${POOL_BUDGET_S:-200}
 DRY=${DRY:-0}
 PY=${PY:-python3}
 export PYTHONUNBUFFERED=1
@@ -120,21 +117,5 @@ print(f"{s['cells']} cells: {s['as_expected']} as expected, {s['unexpected']} un
 sys.exit(1 if s["unexpected"] or len(records) != 2 else 0)
 PY
 status=$?
-
-# Liveness on this GPU (issue 26): for the two golds whose liveness once failed on an H200 (DynMoE, differential
-# attention), one run with the feature on (seam judged), five base runs and three off runs, side by side; every
-# choice of three base runs and one off run is judged as the checker does: C(5,3) x 3 = 30 verdicts a task.
-if [ "$DRY" != 1 ]; then
-  for task in 02-dynmoe 03-diff-attention; do
-    timeout -k 10 "$POOL_BUDGET_S" "$PY" tasks/feature/measure_false_fail.py --tasks $task --op-checks 0 --pool 5 3 \
-      --profile gpu1 > "$scratch/pool-$task.log" 2>&1 &
-  done
-  wait
-  for task in 02-dynmoe 03-diff-attention; do
-    cat "$scratch/pool-$task.log" >> "$OUT/feature-gpu1.log"
-    grep -q " pool: seam PASS; 30 liveness verdicts .* 0 FAIL" "$scratch/pool-$task.log" || status=1
-    grep " pool: " "$scratch/pool-$task.log" || { echo "$task pool: no result"; tail -n 5 "$scratch/pool-$task.log"; }
-  done
-fi
 rm -rf "$scratch"
 exit $status
