@@ -9,7 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from importlib.util import find_spec
+from importlib.util import find_spec, module_from_spec, spec_from_file_location
 from pathlib import Path
 
 import pytest
@@ -185,6 +185,20 @@ NOISE = SLOWER.replace("FRACTION", "0.3").replace("WHEN", "('base1' in str(__imp
 def performance(clone: Path) -> subprocess.CompletedProcess:
     """The skill with its defaults (the CPU form), the shared skill verdict plus its own INCONCLUSIVE."""
     return run([sys.executable, script("validate-performance"), "--repo", str(clone)], timeout=1200)
+
+
+def test_validate_performance_verdict_from_rates():
+    """The decision alone: a 10% slowdown beyond the 7% tolerance FAILs, base runs 8% apart are INCONCLUSIVE (exit
+    3, never a PASS), a 3% change PASSes."""
+    spec = spec_from_file_location("validate_performance_check", script("validate-performance"))
+    check = module_from_spec(spec)
+    spec.loader.exec_module(check)
+    INCONCLUSIVE, verdict = check.INCONCLUSIVE, check.verdict
+
+    assert verdict([7000, 6900, 7050], [6300, 6250, 6320], 0.07)[0] == 1
+    code, line = verdict([7000, 6440, 7050], [6300, 6250, 6320], 0.07)
+    assert code == INCONCLUSIVE == 3 and line.startswith("INCONCLUSIVE: the base runs differ by 8.7%")
+    assert verdict([7000, 6900, 7050], [6800, 6790, 6850], 0.07)[0] == 0
 
 
 @pytest.mark.slow

@@ -83,8 +83,7 @@ def main() -> int:
         base_name = commit[:12]
     spread = (max(base) - min(base)) / max(base)
     tolerance = args.tolerance
-    base_rate, work_rate = statistics.median(base), statistics.median(work)
-    floor = base_rate * (1 - tolerance)
+    floor = statistics.median(base) * (1 - tolerance)
     print(f"base {base_name} code {prov_b['code_hash']}: tokens/s {', '.join(f'{r:,.0f}' for r in base)}")
     print(f"working tree code {prov_w['code_hash']}: tokens/s {', '.join(f'{r:,.0f}' for r in work)}")
     print(f"base spread {100 * spread:.2f}%, tolerance {100 * tolerance:.2f}%, floor {floor:,.0f} tokens/s")
@@ -95,21 +94,28 @@ def main() -> int:
     if problem := same_code_problem(changed, prov_b, prov_w):
         print(f"FAIL: {problem}")
         return 1
+    code, line = verdict(base, work, tolerance)
+    print(line)
+    return code
+
+
+def verdict(base: list[float], work: list[float], tolerance: float) -> tuple[int, str]:
+    """(exit status, last line) from the runs' rates: INCONCLUSIVE when the base runs disagree by more than the
+    tolerance, else FAIL when the working tree's median is below the base's by more than it, else PASS."""
+    spread = (max(base) - min(base)) / max(base)
+    base_rate, work_rate = statistics.median(base), statistics.median(work)
     if spread > tolerance:
-        print(
+        return INCONCLUSIVE, (
             f"INCONCLUSIVE: the base runs differ by {100 * spread:.1f}%, more than the tolerance "
             f"{100 * tolerance:.1f}%: this machine's noise hides a change of that size; rerun when it is quieter, "
             "with more --steps, or state a larger --tolerance"
         )
-        return INCONCLUSIVE
-    if work_rate < floor:
-        print(
+    if work_rate < base_rate * (1 - tolerance):
+        return 1, (
             f"FAIL: working tree {work_rate:,.0f} tokens/s is {100 * (1 - work_rate / base_rate):.1f}% below the "
             f"base ({base_rate:,.0f}, medians of the runs), beyond the tolerance {100 * tolerance:.2f}%"
         )
-        return 1
-    print(f"PASS (working tree {work_rate:,.0f} tokens/s, {100 * (work_rate / base_rate - 1):+.1f}% vs base)")
-    return 0
+    return 0, f"PASS (working tree {work_rate:,.0f} tokens/s, {100 * (work_rate / base_rate - 1):+.1f}% vs base)"
 
 
 if __name__ == "__main__":
