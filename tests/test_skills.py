@@ -183,8 +183,9 @@ NOISE = SLOWER.replace("FRACTION", "0.3").replace("WHEN", "('base1' in str(__imp
 
 
 def performance(clone: Path) -> subprocess.CompletedProcess:
-    """The skill with its defaults (the CPU form), the shared skill verdict plus its own INCONCLUSIVE."""
-    return run([sys.executable, script("validate-performance"), "--repo", str(clone)], timeout=1200)
+    """The skill's CPU form (SKILL.md step 2)."""
+    sets = ["--set", "training.global_batch_size=4", "--set", "training.micro_batch_size=4"]
+    return run([sys.executable, script("validate-performance"), "--repo", str(clone), *sets], timeout=1200)
 
 
 def test_validate_performance_verdict_from_rates():
