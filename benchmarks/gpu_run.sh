@@ -11,6 +11,8 @@
 #    estimate-memory) alone on the GPU, since two of them time; $OUT/skills/ gets its log and kernels.csv;
 # 7. with ATE_GPU1=1, runs the gpu1 golds of the operate and feature tasks side by side (tasks/operate/gpu1_golds.sh,
 #    tasks/feature/gpu1_golds.sh), each inside ATE_BUDGET_S (default 360 s): $OUT/operate/ and $OUT/feature-gpu1*;
+#    with the blind near misses the feature cells need more than that: run tasks/feature/gpu1_golds.sh on its own,
+#    in the two calls and the liveness call that tasks/feature/README.md gives;
 # 7b. with PROFILE="CONFIG:VARIANT[:base] ...", runs benchmarks/profile_step.py on each (VARIANT eager, compiled or fp8;
 #    ":base" runs it from .bench-base/base.tar, `git archive` of the commit before a change, for a before/after pair
 #    in one call); their tables go to $OUT/profiles.txt;
