@@ -182,10 +182,15 @@ TEN_PERCENT = SLOWER.replace("FRACTION", "(1 / 9)").replace("WHEN", "1")
 NOISE = SLOWER.replace("FRACTION", "0.3").replace("WHEN", "('base1' in str(__import__('sys').argv))")
 
 
-def performance(clone: Path) -> subprocess.CompletedProcess:
-    """The skill's CPU form (SKILL.md step 2)."""
+def performance(clone: Path, attempts: int = 1) -> subprocess.CompletedProcess:
+    """The skill's CPU form (SKILL.md step 2), run again while it is INCONCLUSIVE (the machine's load, which other
+    people's tests vary, made identical base runs 13% apart in one attempt), up to `attempts` times."""
     sets = ["--set", "training.global_batch_size=4", "--set", "training.micro_batch_size=4"]
-    return run([sys.executable, script("validate-performance"), "--repo", str(clone), *sets], timeout=1200)
+    for _ in range(attempts):
+        done = run([sys.executable, script("validate-performance"), "--repo", str(clone), *sets], timeout=1200)
+        if done.returncode != 3:
+            break
+    return done
 
 
 def test_validate_performance_verdict_from_rates():
@@ -194,21 +199,19 @@ def test_validate_performance_verdict_from_rates():
     spec = spec_from_file_location("validate_performance_check", script("validate-performance"))
     check = module_from_spec(spec)
     spec.loader.exec_module(check)
-    INCONCLUSIVE, verdict = check.INCONCLUSIVE, check.verdict
-
-    assert verdict([7000, 6900, 7050], [6300, 6250, 6320], 0.07)[0] == 1
-    code, line = verdict([7000, 6440, 7050], [6300, 6250, 6320], 0.07)
-    assert code == INCONCLUSIVE == 3 and line.startswith("INCONCLUSIVE: the base runs differ by 8.7%")
-    assert verdict([7000, 6900, 7050], [6800, 6790, 6850], 0.07)[0] == 0
+    assert check.verdict([7000, 6900, 7050], [6300, 6250, 6320], 0.07)[0] == 1
+    code, line = check.verdict([7000, 6440, 7050], [6300, 6250, 6320], 0.07)
+    assert code == check.INCONCLUSIVE == 3 and line.startswith("INCONCLUSIVE: the base runs differ by 8.7%")
+    assert check.verdict([7000, 6900, 7050], [6800, 6790, 6850], 0.07)[0] == 0
 
 
 @pytest.mark.slow
 def test_validate_performance_catches_a_10_percent_slowdown_and_refuses_noisy_bases(clone):
     edit_loss_line(clone, "RETURN  # a comment")
-    done = performance(clone)
+    done = performance(clone, attempts=3)
     assert done.returncode == 0 and "PASS" in done.stdout.splitlines()[-1], done.stdout
     edit_loss_line(clone, TEN_PERCENT)
-    done = performance(clone)
+    done = performance(clone, attempts=3)
     assert done.returncode == 1 and "below the base" in done.stdout.splitlines()[-1], done.stdout
     edit_loss_line(clone, NOISE)  # committed: the base runs are the noisy side, the working tree is the base
     subprocess.run(["git", "-C", str(clone), "commit", "-qam", "noisy base"], check=True)
