@@ -12,9 +12,9 @@ cores; by the wall clock on a GPU), a side's rate the median of its runs. Verdic
   FAIL (1) when the working tree's rate is below the base's x (1 - tolerance);
   PASS (0) otherwise.
 On a shared 2-core CPU, 64 steps of 512 tokens (--set training.global_batch_size=4 --set
-training.micro_batch_size=4), 3 runs a side and the 7% tolerance catch a 10% slowdown (tests/test_skills.py):
-identical runs were 2.5% apart there, and 5-7% apart with steps of 2,048 tokens, whose data outgrow the caches
-the other processes share. `--base-dir` compares against a tree on disk instead of a revision (no git).
+training.micro_batch_size=4), 3 runs a side and the 7% tolerance catch a 10% slowdown (tests/test_skills.py);
+with steps of 2,048 tokens, whose data outgrow the caches the other processes share, identical runs were 5-7%
+apart. `--base-dir` compares against a tree on disk instead of a revision (no git).
 """
 
 import argparse
