@@ -4,8 +4,9 @@
 #   bash tasks/feature/gpu1_golds.sh feature-01 feature-04; bash tasks/feature/gpu1_golds.sh feature-02 feature-03
 # Runs `python3 -m ate_bench validate --frameworks pithtrain --profiles gpu1` as two calls side by side, one for each
 # argument (a task id or several, space-separated in one argument; default "feature-01 feature-03" and "feature-02
-# feature-04"), both inside BUDGET_S (default 540 s, under a 10-minute call): each gold's checker trains six times, a near miss that passes
-# the op check once more, and one that the seam does not catch six times; two 40 GB runs share the GPU. With the
+# feature-04"), both inside BUDGET_S (default 540 s, under a 10-minute call): each gold's checker trains six
+# times, a near miss that passes the op check once more, and one that the seam does not catch six times; two 40 GB
+# runs share the GPU. With the
 # blind near misses, all four tasks no longer fit one 10-minute call: run the two commands above, about 5 and 6.5
 # minutes. Leaves two files under $OUT: feature-gpu1/<stamp>.json (the two records merged: cells, summary) and
 # feature-gpu1.log (both consoles), and prints a table last.
