@@ -13,6 +13,8 @@
 #    estimate-memory) alone on the GPU, since two of them time; $OUT/skills/ gets its log and kernels.csv;
 # 7. with ATE_GPU1=1, runs the gpu1 golds of the operate and feature tasks side by side (tasks/operate/gpu1_golds.sh,
 #    tasks/feature/gpu1_golds.sh), each inside ATE_BUDGET_S (default 360 s): $OUT/operate/ and $OUT/feature-gpu1*;
+#    with the blind near misses the feature cells need more than that: run tasks/feature/gpu1_golds.sh on its own,
+#    in the two calls and the liveness call that tasks/feature/README.md gives;
 # 7a. with ATE_SANDBOX=1, runs the agent sandbox's tests that need no git checkout (tests/ate_bench/test_isolation.py:
 #    the sandbox held as root and as `nobody`, nvidia-smi and a CUDA tensor inside it): $OUT/ate_sandbox.log;
 # 7b. with ATE_TORCHTITAN=1, runs the operate tasks' gpu1 golds on TorchTitan 0.2.2 alone on the GPU

@@ -67,7 +67,7 @@ else
   cp -r pithtrain examples "$BASE"/ && echo "base: a copy of this tree (no .bench-head/head.tar): noise only" >> "$LOG"
 fi
 run validate-performance $PY skills/validate-performance/scripts/check.py --base-dir "$BASE" --work-dir . \
-  --config $CONFIG --steps 12 --warmup-steps 4 "${SETS[@]}"
+  --config $CONFIG --steps 12 --warmup-steps 4 --rounds 2 "${SETS[@]}"
 
 run estimate-memory $PY skills/estimate-memory/scripts/check.py --config $CONFIG "${MEMORY_FORM[@]}" "${SETS[@]}"
 

@@ -9,7 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from importlib.util import find_spec
+from importlib.util import find_spec, module_from_spec, spec_from_file_location
 from pathlib import Path
 
 import pytest
@@ -171,14 +171,55 @@ def test_validate_correctness_passes_a_no_op_and_fails_a_changed_loss(clone):
     restore(clone)
 
 
-def test_validate_performance_fails_a_slower_tree(clone):
-    check = [sys.executable, script("validate-performance"), "--repo", str(clone), "--steps", "3"]
-    check += ["--warmup-steps", "1", "--tolerance", "0.3", "--set", "model.num_hidden_layers=2"]
+# Busy work of 1/9 of the CPU time since the previous loss (a step's compute, once per micro-batch): tokens/s 10%
+# lower on any machine, whatever else runs there. NOISE does the same with 30% more, in the second base run only.
+SLOWER = """\
+        _t = __import__("time"); _now = _t.process_time(); _extra = FRACTION * (_now - getattr(_t, "_mark", _now))
+        while _t.process_time() < _now + _extra * WHEN: pass
+        _t._mark = _t.process_time()
+RETURN"""
+TEN_PERCENT = SLOWER.replace("FRACTION", "(1 / 9)").replace("WHEN", "1")
+NOISE = SLOWER.replace("FRACTION", "0.3").replace("WHEN", "('base1' in str(__import__('sys').argv))")
+
+
+def performance(clone: Path, attempts: int = 1) -> subprocess.CompletedProcess:
+    """The skill's CPU form (SKILL.md step 2), run again while it is INCONCLUSIVE (the machine's load, which other
+    people's tests vary, made identical base runs 13% apart in one attempt), up to `attempts` times."""
+    sets = ["--set", "training.global_batch_size=4", "--set", "training.micro_batch_size=4"]
+    for _ in range(attempts):
+        done = run([sys.executable, script("validate-performance"), "--repo", str(clone), *sets], timeout=1200)
+        if done.returncode != 3:
+            break
+    return done
+
+
+def test_validate_performance_verdict_from_rates():
+    """The decision alone: a 10% slowdown beyond the 7% tolerance FAILs, base runs 8% apart are INCONCLUSIVE (exit
+    3, never a PASS), a 3% change PASSes."""
+    spec = spec_from_file_location("validate_performance_check", script("validate-performance"))
+    check = module_from_spec(spec)
+    spec.loader.exec_module(check)
+    assert check.verdict([7000, 6900, 7050], [6300, 6250, 6320], 0.07)[0] == 1
+    code, line = check.verdict([7000, 6440, 7050], [6300, 6250, 6320], 0.07)
+    assert code == check.INCONCLUSIVE == 3 and line.startswith("INCONCLUSIVE: the base runs differ by 8.7%")
+    assert check.verdict([7000, 6900, 7050], [6800, 6790, 6850], 0.07)[0] == 0
+
+
+@pytest.mark.slow
+def test_validate_performance_catches_a_10_percent_slowdown_and_refuses_noisy_bases(clone):
     edit_loss_line(clone, "RETURN  # a comment")
-    assert verdict(run(check)).startswith("PASS")
-    edit_loss_line(clone, "        __import__('time').sleep(1.0)\nRETURN")
-    assert "below the base" in verdict(run(check))
-    restore(clone)
+    done = performance(clone, attempts=3)
+    assert done.returncode == 0 and "PASS" in done.stdout.splitlines()[-1], done.stdout
+    edit_loss_line(clone, TEN_PERCENT)
+    done = performance(clone, attempts=3)
+    assert done.returncode == 1 and "below the base" in done.stdout.splitlines()[-1], done.stdout
+    edit_loss_line(clone, NOISE)  # committed: the base runs are the noisy side, the working tree is the base
+    subprocess.run(["git", "-C", str(clone), "commit", "-qam", "noisy base"], check=True)
+    try:
+        done = performance(clone)
+    finally:
+        subprocess.run(["git", "-C", str(clone), "reset", "-q", "--hard", "HEAD~1"], check=True)
+    assert done.returncode == 3 and done.stdout.splitlines()[-1].startswith("INCONCLUSIVE: the base runs differ")
 
 
 def test_capture_profile_csv_matches_its_profile_and_a_tampered_one_fails(tmp_path):

@@ -1,31 +1,41 @@
 """The shared checker of the new-feature tasks: run the agent's code, compare it with our reference, no judgement.
 
-Each task's check.py names its op's reference, how to draw inputs and the tolerances, then calls `main`. The verdict
-has three parts, each printing one `FAIL: <reason>` line per failed condition:
+Each task's check.py gives, as SPEC, its op's reference, inputs that reach every rule, tolerances, and what to
+record and judge at the model's seam, then calls `main`. The verdict has four parts, each gating the next and
+printing one `FAIL: <reason>` line per failed condition:
   (a) op: the function that `artifacts/feature.json` names ("op": "module.path:function", imported from the
-      workspace and nowhere else) matches our reference on fresh random inputs, forward and gradients, within the
-      task's tolerance per dtype (relative error ||ours - theirs|| / ||ours||);
-  (b) training: the provided `verify.sh` and `train.sh`, run with the feature switched on ("enable": extra
-      arguments for the provided scripts), complete with finite losses, and the losses fall (the mean of the last
-      quarter of steps is below the mean of the first quarter);
-  (c) liveness: `verify.sh` run twice with no extra arguments (the base configuration, same seed) gives the noise
-      envelope (their largest per-step gap, never below one unit of the last printed digit); with "enable" the
-      losses leave 3x that envelope, with "disable" they stay inside it (the switch is off by default and turning
-      it off restores the base path).
-(b) and (c) run only once (a) passes: they take minutes, and the verdict is already FAIL otherwise.
+      workspace and nowhere else) matches our reference on fresh inputs, forward and gradients, within the task's
+      tolerance per dtype (`op_errors`: relative error, a gradient's against its size under three random output
+      gradients; low precision against the reference in float64);
+  (b) seam: `verify.sh` runs with the feature switched on ("enable": extra arguments for the provided scripts) and
+      `seam_probe/` on PYTHONPATH, whose sitecustomize.py wraps the named op as its module is imported and records
+      every call the model makes (the task's `record_call`, in the trainer); the checker replays the first calls'
+      real inputs through op and reference in float32 and holds the calls to the paper's rules (`judge_calls`:
+      the arguments per layer, trainable inputs that receive gradients, outputs the model uses);
+  (c) training: that verify.sh run and `train.sh` with "enable" complete with finite losses that fall (the mean of
+      the last quarter of steps is below the mean of the first quarter);
+  (d) liveness: `verify.sh` run three times with no extra arguments (the base configuration, same seed) gives the
+      noise envelope (the largest per-step gap of any two, never below one unit of the last printed digit); with
+      "enable" the losses leave 3x that envelope from every base run, with "disable" they stay within 3x of the
+      nearest base run (the switch is off by default and turning it off restores the base path).
 A workspace that cannot be run is the agent's FAIL; a bug here is a traceback, which the harness reports as ERROR.
 Checkers run with the harness's Python (torch installed); the provided scripts run with the workspace's.
 """
 
 import argparse
+import atexit
+import functools
 import importlib
+import importlib.abc
 import importlib.util
+import inspect
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +53,10 @@ LOSS_LINE = {
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ENVELOPE_FLOOR = 1e-6  # two identical CPU runs agree exactly; this keeps a zero envelope from failing rounding
 ENVELOPE_MULTIPLE = 3.0  # "outside the envelope" means beyond 3x the base-vs-base gap
+BASE_RUNS = 3  # the envelope is the largest gap among three base runs: two gave one sample of a GPU's noise
+GRAD_DRAWS = 3  # random output gradients whose reference gradients give each input gradient's scale
+SEAM_PROBE = Path(__file__).resolve().parent / "seam_probe"  # its sitecustomize.py wraps the op in the trainer
+SEAM_REPLAY_CALLS = 8  # per process, the first calls (the first step's) are replayed through op and reference
 
 
 @dataclass(frozen=True)
@@ -53,8 +67,13 @@ class OpSpec:
     """Fresh random (args, kwargs) for one trial; float tensors that require grad get gradients compared."""
     tolerance: dict[torch.dtype, float]
     """Largest relative error allowed, forward and each gradient, per input dtype."""
-    outputs: Callable[[object], list[torch.Tensor]] = lambda out: [out]
-    """The differentiable outputs of one call (e.g. the first of a tuple)."""
+    outputs: Callable[[object], list[torch.Tensor]]
+    """The differentiable outputs of one call (e.g. both of a tuple)."""
+    record_call: Callable[[dict, Callable, dict, object], None]
+    """In the trainer, per call of the agent's op from the model: (record, op, arguments by the reference's
+    parameter names, result) -> fills the record with numbers (and may hook gradients that fill it later)."""
+    judge_calls: Callable[[list[dict], str], list[str]]
+    """In the checker: (every recorded call, the profile) -> one reason per rule of the paper the model broke."""
 
 
 def load_reference(task_dir: Path):
@@ -66,13 +85,14 @@ def load_reference(task_dir: Path):
     return module
 
 
-def _rel(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+def rel_error(ours: torch.Tensor, theirs: torch.Tensor, scale: float | None = None) -> float:
+    """||ours - theirs|| / scale (default ||ours||); inf for a wrong shape or a non-finite answer."""
     ours, theirs = ours.detach().double(), theirs.detach().double()
     if ours.shape != theirs.shape:
         return math.inf
     if not torch.isfinite(theirs).all():
         return math.inf
-    return float((ours - theirs).norm() / ours.norm().clamp(min=1e-30))
+    return float((ours - theirs).norm() / max(float(ours.norm()) if scale is None else scale, 1e-30))
 
 
 def load_feature_json(workspace: Path) -> tuple[dict, list[str]]:
@@ -115,66 +135,211 @@ def import_op(workspace: Path, target: str) -> tuple[Callable | None, list[str]]
     return func, []
 
 
+def _copies(values, dtype=None) -> list:
+    """Fresh leaves (same requires_grad), cast to `dtype` when given; non-tensors as they are."""
+    return [
+        (v.detach().to(dtype or v.dtype).clone().requires_grad_(v.requires_grad) if torch.is_tensor(v) else v)
+        for v in values
+    ]
+
+
+def op_errors(op: Callable, spec: OpSpec, seed: int, dtype: torch.dtype) -> tuple[dict[str, float], str]:
+    """One trial: the op on fresh inputs of `dtype` against the reference, {output i / gradient of input i: relative
+    error}, or a reason the op gave no comparable answer. A low-precision trial is compared with the reference on
+    float64 copies of the same inputs (the truth, not our own rounding); a float32 one with the reference in float32,
+    so a discrete choice (top-k, a threshold) is made on the very same numbers."""
+    gen = torch.Generator().manual_seed(seed)
+    args, kwargs = spec.make_inputs(gen, dtype)
+    values = list(args) + list(kwargs.values())
+    ref_values = _copies(values, torch.float64 if torch.finfo(dtype).bits < 32 else None)
+    their_values = _copies(values)
+    ours = spec.outputs(spec.reference(*ref_values[: len(args)], **dict(zip(kwargs, ref_values[len(args) :]))))
+    try:
+        theirs = spec.outputs(op(*their_values[: len(args)], **dict(zip(kwargs, their_values[len(args) :]))))
+    except Exception as e:
+        return {}, f"calling it raised {type(e).__name__}: {e}"
+    if len(theirs) != len(ours):
+        return {}, f"returned {len(theirs)} outputs, the reference {len(ours)}"
+    errors = {
+        f"output {i}": rel_error(o, t) if torch.is_tensor(t) else math.inf for i, (o, t) in enumerate(zip(ours, theirs))
+    }
+    # A gradient's error is taken against its size under GRAD_DRAWS random output gradients (the largest): one that
+    # sums a whole map with cancellation (lambda's in differential attention) is near 0 for some draws, where a
+    # relative error would measure the draw, not the op.
+    draws = [[torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in ours] for _ in range(GRAD_DRAWS)]
+    ref_leaves = [v for v in ref_values if torch.is_tensor(v) and v.requires_grad]
+    their_leaves = [v for v in their_values if torch.is_tensor(v) and v.requires_grad]
+    ref_grads = [
+        torch.autograd.grad(
+            ours, ref_leaves, [g.to(o.dtype) for g, o in zip(gs, ours)], retain_graph=True, allow_unused=True
+        )
+        for gs in draws
+    ]
+    try:
+        grads_out = [g.to(t.dtype) for g, t in zip(draws[0], theirs)]
+        their_grads = torch.autograd.grad(theirs, their_leaves, grads_out, allow_unused=True)
+    except RuntimeError as e:
+        return {}, f"its outputs are not differentiable: {e}"
+    for i, (r, g) in enumerate(zip(ref_grads[0], their_grads)):
+        if r is not None:
+            scale = max(float(grads[i].double().norm()) for grads in ref_grads)
+            errors[f"gradient of input {i}"] = rel_error(r, g, scale) if g is not None else math.inf
+    return errors, ""
+
+
 def check_op(op: Callable, spec: OpSpec, trials: int = 3) -> list[str]:
-    problems = []
     seed = int.from_bytes(os.urandom(4), "little")  # fresh inputs every check; the seed is printed on failure
     for dtype, tol in spec.tolerance.items():
         for trial in range(trials):
-            gen = torch.Generator().manual_seed(seed + trial)
-            args, kwargs = spec.make_inputs(gen, dtype)
-            leaves = [a for a in list(args) + list(kwargs.values()) if torch.is_tensor(a) and a.requires_grad]
-            ours = spec.outputs(spec.reference(*args, **kwargs))
-            clones = [a.detach().clone().requires_grad_(a.requires_grad) if torch.is_tensor(a) else a for a in args]
-            kw_clones = {
-                k: (v.detach().clone().requires_grad_(v.requires_grad) if torch.is_tensor(v) else v)
-                for k, v in kwargs.items()
-            }
-            try:
-                theirs = spec.outputs(op(*clones, **kw_clones))
-            except Exception as e:
-                return [f"op: calling it raised {type(e).__name__}: {e} (dtype {dtype}, seed {seed + trial})"]
-            if len(theirs) != len(ours):
-                return [f"op: returned {len(theirs)} outputs, the reference {len(ours)}"]
-            for i, (o, t) in enumerate(zip(ours, theirs)):
-                err = _rel(o, t) if torch.is_tensor(t) else math.inf
-                if not err <= tol:
-                    problems.append(
-                        f"op: output {i} differs from the reference by {err:.2e} > {tol:.0e} "
-                        f"({dtype}, seed {seed + trial})"
-                    )
-            if problems:
-                return problems
-            grads_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) for o in ours]
-            their_leaves = [
-                a for a in list(clones) + list(kw_clones.values()) if torch.is_tensor(a) and a.requires_grad
+            errors, why = op_errors(op, spec, seed + trial, dtype)
+            if why:
+                return [f"op: {why} (dtype {dtype}, seed {seed + trial})"]
+            problems = [
+                f"op: {what} differs from the reference by {err:.2e} > {tol:.0e} ({dtype}, seed {seed + trial})"
+                for what, err in errors.items()
+                if not err <= tol
             ]
-            ref_grads = torch.autograd.grad(ours, leaves, grads_out, allow_unused=True)
-            try:
-                op_grads = torch.autograd.grad(theirs, their_leaves, grads_out, allow_unused=True)
-            except RuntimeError as e:
-                return [f"op: its outputs are not differentiable: {e}"]
-            for i, (r, g) in enumerate(zip(ref_grads, op_grads)):
-                if r is None:
-                    continue
-                err = _rel(r, g) if g is not None else math.inf
-                if not err <= tol:
-                    problems.append(
-                        f"op: gradient of input {i} differs from the reference by {err:.2e} > {tol:.0e} "
-                        f"({dtype}, seed {seed + trial})"
-                    )
             if problems:
                 return problems
-    return problems
+    return []
+
+
+# The seam probe, part 1 (in the trainer process, from seam_probe/sitecustomize.py).
+
+
+def grad_probe(record: dict, key: str, tensor) -> None:
+    """record[key]: whether `tensor` requires grad; record[key + "_grad"]: the largest |gradient| it received, and
+    record[key + "_zero_rows"]: how many rows (all dims but the last) got an all-zero gradient in the latest
+    backward; both are filled in by the backward (0 and None until one reaches the tensor)."""
+    record[key] = bool(torch.is_tensor(tensor) and tensor.requires_grad)
+    record[key + "_grad"], record[key + "_zero_rows"] = 0.0, None
+
+    def hook(g):
+        try:  # never break the model's backward: a failure here is reported by the checker
+            g = g.detach().reshape(-1, g.shape[-1]) if g.dim() else g.detach().reshape(1, 1)
+            record[key + "_grad"] = max(record[key + "_grad"], float(g.abs().max()))
+            record[key + "_zero_rows"] = int((g == 0).all(-1).sum())
+        except Exception as e:
+            record["error"] = f"recording the gradient of {key}: {type(e).__name__}: {e}"
+
+    if record[key]:
+        tensor.register_hook(hook)
+
+
+def replay_error(op: Callable, spec: OpSpec, arguments: dict) -> float:
+    """The op and the reference on float32 CPU copies of one call's arguments (no autograd): the largest relative
+    error of any output. float32 is the precision every task's tolerance is sharp in, and the CPU the machine its
+    op checks measured: a GPU's matmuls may order a sum differently in the op and in the reference, and one top-k
+    flipped at a near tie among a gpu1 step's 65,536 queries would read as an error."""
+    f32 = [
+        (v.detach().float() if v.is_floating_point() else v).cpu() if torch.is_tensor(v) else v
+        for v in arguments.values()
+    ]
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        ours, theirs = spec.outputs(spec.reference(*f32)), spec.outputs(op(*f32))
+    if len(ours) != len(theirs):
+        return math.inf
+    return max(rel_error(o, t) if torch.is_tensor(t) else math.inf for o, t in zip(ours, theirs))
+
+
+def _probe_call(op: Callable, spec: OpSpec, calls: list[dict], args: tuple, kwargs: dict, out) -> None:
+    record = {"call": len(calls), "pid": os.getpid()}
+    calls.append(record)
+    try:
+        bound = inspect.signature(op).bind(*args, **kwargs)
+        bound.apply_defaults()
+        names = list(inspect.signature(spec.reference).parameters)  # the instruction fixes the order, not the names
+        arguments = dict(zip(names, bound.arguments.values()))
+        spec.record_call(record, op, arguments, out)
+        if record["call"] < SEAM_REPLAY_CALLS:
+            record["replay_error"] = replay_error(op, spec, arguments)
+    except Exception as e:  # reported by the checker as the op misbehaving on the model's own inputs
+        record["error"] = f"{type(e).__name__}: {e}"
+
+
+class _WrapOnImport(importlib.abc.MetaPathFinder):
+    """Wraps `function` of `module_name` right after that module runs: every later `module.function` lookup and
+    every `from module import function` gets the wrapper (a copy bound during the module's own run does not)."""
+
+    def __init__(self, module_name: str, wrap: Callable):
+        self.module_name, self.wrap = module_name, wrap
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.module_name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            exec_module = spec.loader.exec_module
+
+            def exec_and_wrap(module):
+                exec_module(module)
+                self.wrap(module)
+
+            spec.loader.exec_module = exec_and_wrap
+        return spec
+
+
+def install_seam_probe(spec: OpSpec, target: str, out_dir: str) -> None:
+    """Record every call of `target` ("module.path:function") made in this process; write them to
+    out_dir/seam-<pid>.json at exit."""
+    module_name, func_name = target.split(":")
+    calls: list[dict] = []
+
+    def wrap(module):
+        op = getattr(module, func_name, None)
+        if not callable(op):
+            return
+
+        @functools.wraps(op)
+        def recorded(*args, **kwargs):
+            out = op(*args, **kwargs)
+            _probe_call(op, spec, calls, args, kwargs, out)
+            return out
+
+        setattr(module, func_name, recorded)
+
+    def write():
+        if calls:
+            Path(out_dir, f"seam-{os.getpid()}.json").write_text(json.dumps(calls))
+
+    sys.meta_path.insert(0, _WrapOnImport(module_name, wrap))
+    atexit.register(write)
+
+
+# The seam probe, part 2 (in the checker).
+
+
+def check_seam(out_dir: Path, spec: OpSpec, target: str, profile: str) -> list[str]:
+    calls = [c for f in sorted(out_dir.glob("seam-*.json")) for c in json.loads(f.read_text())]
+    if not calls:
+        return [
+            f"seam: the model never called {target} during verify.sh with the feature on (the instruction asks the "
+            "model to use it, by that name)"
+        ]
+    errors = [c for c in calls if "error" in c]
+    if errors:
+        return [f"seam: the op raised or misbehaved on the model's own inputs (call {errors[0]['call']}): "
+                f"{errors[0]['error']}"]  # fmt: skip
+    tol = spec.tolerance[torch.float32]
+    worst = max((c for c in calls if "replay_error" in c), key=lambda c: c["replay_error"])
+    problems = []
+    if not worst["replay_error"] <= tol:
+        problems.append(
+            f"seam: on the model's own inputs of call {worst['call']}, the op differs from the reference by "
+            f"{worst['replay_error']:.2e} > {tol:.0e} (float32)"
+        )
+    return problems + [f"seam: {why}" for why in spec.judge_calls(calls, profile)]
 
 
 def run_script(
-    workspace: Path, script: str, args: list[str], framework: str, timeout_s: float
+    workspace: Path, script: str, args: list[str], framework: str, timeout_s: float, env_extra: dict | None = None
 ) -> tuple[list[str], str]:
     """Run a provided script; return its per-step losses as printed in the log it wrote, or a reason it gave none."""
     artifacts = workspace / "artifacts"
     before = set(artifacts.glob(f"{Path(script).stem}-*.log")) if artifacts.is_dir() else set()
     try:
-        env = {**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable)}  # the provided scripts' Python
+        env = {**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable), **(env_extra or {})}
         done = subprocess.run(
             ["bash", script, *args], cwd=workspace, env=env, capture_output=True, text=True, timeout=timeout_s
         )
@@ -205,36 +370,46 @@ def printed_resolution(*curves: list[str]) -> float:
     return max(10.0 ** Decimal(s).as_tuple().exponent for curve in curves for s in curve if Decimal(s).is_finite())
 
 
-def check_training(workspace: Path, framework: str, feature: dict, timeout_s: float) -> list[str]:
-    problems = []
-    curves = {}
-    for script in ("verify.sh", "train.sh"):
-        printed, why = run_script(workspace, script, feature["enable"], framework, timeout_s)
-        if why:
-            problems.append(f"training: {why}")
-            continue
-        losses = [float(s) for s in printed]
-        if not all(math.isfinite(x) for x in losses):
-            problems.append(f"training: {script} with the feature on has a non-finite loss: {losses}")
-            continue
-        q = max(1, len(losses) // 4)
-        if len(losses) < 2 or not sum(losses[-q:]) / q < sum(losses[:q]) / q:
-            problems.append(
-                f"training: {script} with the feature on: losses do not fall ({losses[0]:.4f} -> {losses[-1]:.4f})"
-            )
-        curves[script] = printed
-    runs = [run_script(workspace, "verify.sh", args, framework, timeout_s) for args in ([], [], feature["disable"])]
-    (base1, why1), (base2, why2), (off, why3) = runs
-    for why in (why1, why2, why3):
-        if why:
-            problems.append(f"liveness: {why}")
-    if problems or "verify.sh" not in curves:
+def _gap(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+def falling(script: str, printed: list[str]) -> list[str]:
+    """Part (b) for one run with the feature on: finite losses whose last quarter is below their first."""
+    losses = [float(s) for s in printed]
+    if not all(math.isfinite(x) for x in losses):
+        return [f"training: {script} with the feature on has a non-finite loss: {losses}"]
+    q = max(1, len(losses) // 4)
+    if len(losses) < 2 or not sum(losses[-q:]) / q < sum(losses[:q]) / q:
+        return [f"training: {script} with the feature on: losses do not fall ({losses[0]:.4f} -> {losses[-1]:.4f})"]
+    return []
+
+
+def check_training(
+    workspace: Path, framework: str, feature: dict, timeout_s: float, on_printed: list[str]
+) -> list[str]:
+    """Parts (b) and (d), given the losses of verify.sh with the feature on (run under the seam probe)."""
+    problems = falling("verify.sh", on_printed)
+    printed, why = run_script(workspace, "train.sh", feature["enable"], framework, timeout_s)
+    problems += [f"training: {why}"] if why else falling("train.sh", printed)
+    runs = [run_script(workspace, "verify.sh", [], framework, timeout_s) for _ in range(BASE_RUNS)]
+    runs.append(run_script(workspace, "verify.sh", feature["disable"], framework, timeout_s))
+    problems += [f"liveness: {why}" for _, why in runs if why]
+    if problems:
         return problems
-    resolution = printed_resolution(base1, base2, off, curves["verify.sh"])
-    on, base1, base2, off = ([float(s) for s in c] for c in (curves["verify.sh"], base1, base2, off))
-    envelope = max(ENVELOPE_FLOOR, resolution, max(abs(a - b) for a, b in zip(base1, base2)))
-    on_gap = max(abs(a - b) for a, b in zip(on, base1))
-    off_gap = max(abs(a - b) for a, b in zip(off, base1))
+    return liveness(on_printed, [printed for printed, _ in runs[:-1]], runs[-1][0])
+
+
+def liveness(on_printed: list[str], bases_printed: list[list[str]], off_printed: list[str]) -> list[str]:
+    """The switch changes the model (on leaves 3x the envelope from every base run) and off restores the base path
+    (off within 3x the envelope of the nearest base run). Envelope: the largest gap between two base runs."""
+    resolution = printed_resolution(on_printed, off_printed, *bases_printed)
+    on, off = [float(s) for s in on_printed], [float(s) for s in off_printed]
+    bases = [[float(s) for s in b] for b in bases_printed]
+    pairs = [_gap(a, b) for i, a in enumerate(bases) for b in bases[i + 1 :]]
+    envelope = max(ENVELOPE_FLOOR, resolution, *pairs)
+    on_gap, off_gap = min(_gap(on, b) for b in bases), min(_gap(off, b) for b in bases)
+    problems = []
     if not on_gap > ENVELOPE_MULTIPLE * envelope:
         problems.append(
             f"liveness: with the feature on, the losses stay within the base envelope (gap {on_gap:.2e}, "
@@ -248,7 +423,25 @@ def check_training(workspace: Path, framework: str, feature: dict, timeout_s: fl
     return problems
 
 
-def main(spec: OpSpec) -> int:
+def check_model(
+    workspace: Path, framework: str, feature: dict, timeout_s: float, spec: OpSpec, check_py: str, profile: str
+) -> list[str]:
+    """Parts (b)-(d): verify.sh with the feature on under the seam probe, judged at once (a model that misuses the
+    op is FAIL without the other five runs), then train.sh and the liveness runs."""
+    with tempfile.TemporaryDirectory(prefix="feature-seam-") as seam_dir:
+        python_path = os.pathsep.join(filter(None, [str(SEAM_PROBE), os.environ.get("PYTHONPATH")]))
+        seam_env = {"PYTHONPATH": python_path, "FEATURE_SEAM_CHECK": check_py, "FEATURE_SEAM_OP": feature["op"],
+                    "FEATURE_SEAM_OUT": seam_dir}  # fmt: skip
+        on_printed, why = run_script(workspace, "verify.sh", feature["enable"], framework, timeout_s, seam_env)
+        if why:
+            return [f"training: {why}", "seam, train.sh and liveness: not checked, since verify.sh did not run"]
+        problems = check_seam(Path(seam_dir), spec, feature["op"], profile)
+    if problems:
+        return problems + ["train.sh and liveness: not checked, since the model misuses the op"]
+    return check_training(workspace, framework, feature, timeout_s, on_printed)
+
+
+def main(spec: OpSpec, check_py: str) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--workspace", type=Path, required=True)
     p.add_argument("--framework", required=True, choices=list(LOSS_LINE))
@@ -262,9 +455,9 @@ def main(spec: OpSpec) -> int:
         if op is not None:
             problems += check_op(op, spec)
     if problems:  # training takes minutes; a verdict already FAIL does not wait for it
-        problems.append("training and liveness: not checked, since the op check failed")
+        problems.append("training, seam and liveness: not checked, since the op check failed")
     else:
-        problems = check_training(a.workspace, a.framework, feature, a.timeout_s)
+        problems = check_model(a.workspace, a.framework, feature, a.timeout_s, spec, check_py, a.profile)
     for line in problems:
         print(f"FAIL: {line}")
     if not problems:

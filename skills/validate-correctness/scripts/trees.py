@@ -13,12 +13,14 @@ validate-performance (which imports this file by path).
 import argparse
 import contextlib
 import hashlib
+import importlib
 import json
 import runpy
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -105,6 +107,17 @@ def child(tree: Path, provenance: Path, argv: list[str]) -> int:
         print(f"pithtrain resolves to {package}, not only {tree / 'pithtrain'}", file=sys.stderr)
         return 3
     sys.argv = ["pithtrain", *argv]
+    # Each logged step's process CPU time beside its wall time: on a shared CPU, other processes stretch the wall
+    # clock of a step but hardly its CPU time (validate-performance reads it).
+    cpu_at_log = []
+    logger_class = importlib.import_module("pithtrain.modules.logging").ProgressLogger
+    wall_log = logger_class.log
+
+    def log_with_cpu(self, step, *args, **kwargs):
+        cpu_at_log.append((step, time.process_time()))
+        return wall_log(self, step, *args, **kwargs)
+
+    logger_class.log = log_with_cpu
     try:
         runpy.run_module("pithtrain", run_name="__main__", alter_sys=True)
         rc = 0
@@ -120,6 +133,8 @@ def child(tree: Path, provenance: Path, argv: list[str]) -> int:
         print(f"modules imported from outside {tree}: {outside}", file=sys.stderr)
         return 3
     record = {"tree": str(tree), "package": package[0], "code_hash": code_hash(tree / "pithtrain")}
+    record["device"] = "cuda" if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized() else "cpu"
+    record["step_cpu_s"] = {step: t - t0 for (_, t0), (step, t) in zip(cpu_at_log, cpu_at_log[1:])}
     provenance.write_text(json.dumps(record))
     return rc
 

@@ -1,24 +1,88 @@
-"""feature-02 DynMoE: the agent's dynmoe_gate against reference.py (forward and the straight-through gradients),
-then training and liveness (feature_check.py). float32 only: activation is a discrete threshold test."""
+"""feature-02 DynMoE: the agent's dynmoe_gate against reference.py (forward and the straight-through gradients) on
+inputs that reach every rule (a token with no active expert, a token above the cap), then training, what the model
+does with the op (thresholds start at 0, learn, and receive gradients; k_max 12; the op's weights are used) and
+liveness (feature_check.py). float32 only: activation is a discrete threshold test."""
 
 import sys
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
-from feature_check import OpSpec, load_reference, main  # noqa: E402
+from feature_check import OpSpec, grad_probe, load_reference, main, replay_error  # noqa: E402
 
 dynmoe_gate_reference = load_reference(HERE).dynmoe_gate_reference
+K_MAX = 12  # the instruction's k_max
+FAR = 4.0  # thresholds at -FAR make every expert active (sigmoid(cos) >= 0.27 > 0.018), at +FAR none (<= 0.73 < 0.98)
+
+
+def branches(x, expert_vectors, thresholds, k_max) -> tuple[int, int]:
+    """(tokens with no active expert, tokens with more than k_max): the fallback and the cap rules at work."""
+    score = torch.sigmoid(F.normalize(x.double(), dim=-1) @ F.normalize(expert_vectors.double(), dim=-1).T)
+    active = (score > torch.sigmoid(thresholds.double())).sum(-1)
+    return int((active == 0).sum()), int((active > k_max).sum())
 
 
 def make_inputs(gen, dtype):
-    x = torch.randn(64, 32, generator=gen).to(dtype).requires_grad_()
-    expert_vectors = torch.randn(16, 32, generator=gen).to(dtype).requires_grad_()
-    thresholds = (0.3 * torch.randn(16, generator=gen)).to(dtype).requires_grad_()
-    return [x, expert_vectors, thresholds], {"k_max": 4}  # k_max 4 of 16: the cap and the fallback both occur
+    """64 tokens, 16 experts, k_max 4. Token 1 leans towards every expert vector, token 0 is its negation; each
+    threshold sits midway between the two tokens' scores (0.01 or more from both) or above both: token 0 activates
+    nothing (the fallback), token 1 the experts where it scores higher, more than k_max of them (the cap); the
+    other 62 tokens fall where they fall."""
+    x = torch.randn(64, 32, generator=gen, dtype=torch.float64)
+    expert_vectors = torch.randn(16, 32, generator=gen, dtype=torch.float64)
+    x[1] = F.normalize(expert_vectors, dim=-1).sum(0) + 0.1 * x[1]
+    x[0] = -x[1]
+    score = torch.sigmoid(F.normalize(x[:2], dim=-1) @ F.normalize(expert_vectors, dim=-1).T)
+    wins = score[1] > score[0] + 0.02
+    level = torch.where(wins, (score[0] + score[1]) / 2, torch.maximum(score[0], score[1]) + 0.01)
+    thresholds = torch.logit(level.clamp(max=0.99))
+    fallback, capped = branches(x.to(dtype), expert_vectors.to(dtype), thresholds.to(dtype), 4)
+    assert fallback >= 1 and capped >= 1, (fallback, capped)  # every check reaches both rules
+    tensors = [t.to(dtype).requires_grad_() for t in (x, expert_vectors, thresholds)]
+    return tensors, {"k_max": 4}
 
+
+def record_call(record, op, a, out):
+    record["k_max"] = int(a["k_max"])
+    record["thresholds_abs_sum"] = float(a["thresholds"].detach().abs().sum())
+    grad_probe(record, "thresholds", a["thresholds"])
+    grad_probe(record, "expert_vectors", a["expert_vectors"])
+    grad_probe(record, "weights", out)
+    if record["call"] == 0:  # the model's own tokens and vectors, with every expert active (capped) and none (fallback)
+        E = a["thresholds"].shape[-1]
+        for name, level, k_max in (("capped", -FAR, max(1, E // 2)), ("fallback", FAR, K_MAX)):
+            forced = {**a, "thresholds": torch.full_like(a["thresholds"], level), "k_max": k_max}
+            record[f"replay_{name}_error"] = replay_error(op, SPEC, forced)
+
+
+def judge_calls(calls, profile):
+    problems = []
+    if {c["k_max"] for c in calls} != {K_MAX}:
+        problems.append(f"the model passes k_max {sorted({c['k_max'] for c in calls})}; the instruction says {K_MAX}")
+    for key in ("thresholds", "expert_vectors", "weights"):
+        if not all(c[key] for c in calls):
+            problems.append(f"the {key} the model passes or gets do not require grad: they cannot learn")
+        elif not max(c[f"{key}_grad"] for c in calls) > 0:
+            problems.append(f"no gradient reached the op's {key} in any call: the gate does not learn through the op")
+    first = [c for c in calls if c["call"] == 0]
+    if any(c["thresholds_abs_sum"] != 0 for c in first):
+        problems.append("the thresholds of the first call are not all 0 (the paper initialises them at 0)")
+    if not any(c["thresholds_abs_sum"] > 0 for c in calls):
+        problems.append("the thresholds stay at 0 through every step of verify.sh: they do not learn")
+    tol = SPEC.tolerance[torch.float32]
+    for c in first:
+        for name in ("capped", "fallback"):
+            if not c[f"replay_{name}_error"] <= tol:
+                problems.append(
+                    f"on the model's own tokens with every expert {'active' if name == 'capped' else 'inactive'}, the "
+                    f"op differs from the reference by {c[f'replay_{name}_error']:.2e} (the {name} rule)"
+                )
+    return problems
+
+
+SPEC = OpSpec(dynmoe_gate_reference, make_inputs, {torch.float32: 1e-4}, lambda out: [out], record_call, judge_calls)
 
 if __name__ == "__main__":
-    sys.exit(main(OpSpec(dynmoe_gate_reference, make_inputs, {torch.float32: 1e-4})))
+    sys.exit(main(SPEC, __file__))

@@ -1,7 +1,10 @@
 """feature-03 Differential attention: the agent's differential_attention against reference.py (forward and
-gradients, lambda vectors and norm weight included), then training and liveness (feature_check.py). float32 is
-the sharp check (1e-4); bf16 inputs allow 8e-2, since the lambda gradients sum whole attention maps in bf16
-(a correct SDPA-based gold measured up to 3.6e-2)."""
+gradients, lambda vectors and norm weight included), then training, what the model feeds the op (lambda_init by the
+paper's depth rule in every layer, learnable lambda vectors and norm weight that receive gradients, eps 1e-5, the
+output used) and liveness (feature_check.py). float32 is the sharp check (1e-4). bfloat16 is compared with the
+reference in float64: the SDPA gold's bf16 error has a long tail on lambda's gradient (one scalar summed over both
+maps) at lambda_init near 0.8, up to 1.5e-1 in a one-off sweep of 6,000 trials; the tolerance is twice that
+(README.md; measure_false_fail.py keeps the 1,000-check measurement)."""
 
 import sys
 from pathlib import Path
@@ -10,11 +13,13 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
-from feature_check import OpSpec, load_reference, main  # noqa: E402
+from feature_check import OpSpec, grad_probe, load_reference, main  # noqa: E402
 
 reference = load_reference(HERE)
 differential_attention_reference = reference.differential_attention_reference
 lambda_init_for_layer = reference.lambda_init_for_layer
+LAYERS = {"smoke": 3, "gpu1": 4, "paper": 27}  # num_hidden_layers of each profile's provided model
+LEARNED = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2", "norm_weight")
 
 
 def make_inputs(gen, dtype):
@@ -22,8 +27,47 @@ def make_inputs(gen, dtype):
     v = torch.randn(2, 32, 3, 12, generator=gen).to(dtype).requires_grad_()
     lambdas = [(0.1 * torch.randn(8, generator=gen)).to(dtype).requires_grad_() for _ in range(4)]
     norm_weight = (torch.rand(12, generator=gen) + 0.5).to(dtype).requires_grad_()
-    return [q1, k1, q2, k2, v, *lambdas, lambda_init_for_layer(3), norm_weight, 1e-5], {}
+    layer = int(torch.randint(1, 28, (1,), generator=gen))  # lambda_init of any layer of the paper's 27
+    return [q1, k1, q2, k2, v, *lambdas, lambda_init_for_layer(layer), norm_weight, 1e-5], {}
 
+
+def record_call(record, op, a, out):
+    record["lambda_init"], record["eps"] = float(a["lambda_init"]), float(a["eps"])
+    for key in LEARNED:
+        grad_probe(record, key, a[key])
+    grad_probe(record, "output", out)
+
+
+def judge_calls(calls, profile):
+    problems = []
+    seen = sorted({round(c["lambda_init"], 6) for c in calls})
+    rule = [round(lambda_init_for_layer(layer), 6) for layer in range(1, LAYERS[profile] + 1)]
+    if seen != rule:
+        problems.append(
+            f"the model's layers pass lambda_init {', '.join(f'{x:.4f}' for x in seen)}; the paper's rule "
+            f"0.8 - 0.6 exp(-0.3 (l - 1)) for its {LAYERS[profile]} layers, l from 1, gives "
+            f"{', '.join(f'{x:.4f}' for x in rule)}"
+        )
+    if {c["eps"] for c in calls} != {1e-5}:
+        problems.append(f"the model passes eps {sorted({c['eps'] for c in calls})}; the instruction says 1e-05")
+    for key in LEARNED:
+        if not all(c[key] for c in calls):
+            problems.append(f"the {key} the model passes does not require grad: it cannot learn")
+        elif not max(c[f"{key}_grad"] for c in calls) > 0:
+            problems.append(f"no gradient reached {key} in any call")
+    if not max(c["output_grad"] for c in calls) > 0:
+        problems.append("no gradient reached the op's output: the model does not use it")
+    return problems
+
+
+SPEC = OpSpec(
+    differential_attention_reference,
+    make_inputs,
+    {torch.float32: 1e-4, torch.bfloat16: 3e-1},
+    lambda out: [out],
+    record_call,
+    judge_calls,
+)
 
 if __name__ == "__main__":
-    sys.exit(main(OpSpec(differential_attention_reference, make_inputs, {torch.float32: 1e-4, torch.bfloat16: 8e-2})))
+    sys.exit(main(SPEC, __file__))

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Liveness of the feature golds on one H200 (issue 26), in one command from the repository root (python3 with torch,
+# no network):
+#   bash tasks/feature/gpu1_liveness.sh
+# For the two golds whose liveness once failed on an H200 (DynMoE, differential attention), side by side: one run
+# with the feature on (its seam judged), five base runs and three off runs of verify.sh (gpu1 profile); every
+# choice of three base runs and one off run is judged as the checker does, C(5,3) x 3 = 30 verdicts a task
+# (tasks/feature/measure_false_fail.py --pool 5 3), inside BUDGET_S (default 240 s). Leaves
+# $OUT/feature-gpu1-liveness.log and prints each task's line (verdicts, FAILs, every base-path gap) last; exit 1 when
+# a verdict FAILs or a task gives no line. A tree that travelled without .git is committed in a copy first, as
+# gpu1_golds.sh does (the gold workspaces are made with `git archive HEAD`).
+set -uo pipefail
+OUT=${OUT:-/tmp/feature-gpu1-out}
+BUDGET_S=${BUDGET_S:-240}
+PY=${PY:-python3}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+scratch=$(mktemp -d /tmp/feature-gpu1-liveness.XXXXXX)
+repo=$(pwd)
+if ! git -C "$repo" rev-parse --verify HEAD >/dev/null 2>&1; then
+  mkdir -p "$scratch/repo"
+  tar -C "$repo" --exclude=./.git -cf - . | tar -C "$scratch/repo" -xf -
+  (cd "$scratch/repo" && git init -q && git add -A && git -c user.name=gpu1 -c user.email=gpu1@localhost \
+    -c commit.gpgsign=false commit -qm "the tree as it travelled (${PITH_GIT_COMMIT:-commit unknown})") \
+    || { echo "could not commit the travelled tree in $scratch/repo"; exit 1; }
+  repo="$scratch/repo"
+fi
+cd "$repo" || exit 1
+"$PY" -c 'import torch; assert torch.cuda.is_available(), "no GPU"' || { echo "python3 sees no GPU"; exit 1; }
+
+tasks="02-dynmoe 03-diff-attention"
+for task in $tasks; do
+  timeout -k 10 "$BUDGET_S" "$PY" tasks/feature/measure_false_fail.py --tasks $task --op-checks 0 --pool 5 3 \
+    --profile gpu1 > "$scratch/$task.log" 2>&1 &
+done
+wait
+status=0
+for task in $tasks; do
+  cat "$scratch/$task.log" >> "$OUT/feature-gpu1-liveness.log"
+  grep -q " pool: seam PASS; 30 liveness verdicts .* 0 FAIL" "$scratch/$task.log" || status=1
+  grep " pool: " "$scratch/$task.log" || { echo "$task: no result"; tail -n 5 "$scratch/$task.log"; status=1; }
+done
+rm -rf "$scratch"
+exit $status
