@@ -15,7 +15,7 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 echo "sequence length: 2048" | tee -a "$log"
-export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/triton-cache-$(id -u)}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-${TMPDIR:-/tmp}/triton-cache-$(id -u)}"
 CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${PYTHON:-python3}" -c '
 import runpy
 import torch
