@@ -243,17 +243,30 @@ def test_bash_reading_commands(command, reads):
     assert turn_kind([("Bash", {"command": command})]) == ("explore" if reads else "run")
 
 
-def test_blind_rates_per_set_and_framework():
+def test_blind_rates_keep_each_sets_first_measurement(tmp_path):
+    """A set measured at freeze 1 and again after the keys were revised on it: both rows stay, the first is the
+    honest one; a set absent from a record has no row there."""
+    from types import SimpleNamespace
+
     from paper.rebuild.validation import blind_rates
 
-    rows = [("set1/correct-1.md", "blind-correct", "as expected"), ("set1/correct-2.md", "blind-correct", "UNEXPECTED"),
-            ("set1/wrong-1.md", "blind-wrong", "as expected"), ("set2/wrong-1+cited.md", "blind-cited", "as expected"),
-            ("set2/wrong-2.md", "blind-wrong", "not run"), ("gold", "gold", "as expected")]  # fmt: skip
-    cells = pd.DataFrame([{"framework": "pithtrain", "case": c, "kind": k, "outcome": o} for c, k, o in rows])
-    rates = blind_rates(cells).set_index("set")
-    assert rates.loc["set1", "correct PASS"] == "1/2 (50%)" and rates.loc["set1", "wrong FAIL"] == "1/1 (100%)"
-    assert rates.loc["set2", "wrong FAIL"] == "none"
-    assert rates.loc["set2", "wrong + right citations FAIL"] == "1/1 (100%)"
+    def rates(cp, c, wf, w):
+        return {"correct_pass": cp, "correct": c, "wrong_fail": wf, "wrong": w, "cited_fail": wf, "cited": w}
+
+    folder = tmp_path / "ate" / "validation"
+    folder.mkdir(parents=True)
+    early = {"set1": {"pithtrain": rates(2, 2, 1, 1)}, "set2": {"pithtrain": rates(1, 2, 0, 1)}}
+    late = {"set1": {"pithtrain": rates(2, 2, 1, 1)}, "set2": {"pithtrain": rates(2, 2, 1, 1)}}
+    (folder / "20260101T000000Z.json").write_text(json.dumps({"commit": "aaaaaaa1", "summary": {"blind": early}}))
+    (folder / "20260102T000000Z.json").write_text(json.dumps({"commit": "bbbbbbb2", "summary": {"blind": late}}))
+    (folder / "20260103T000000Z.json").write_text(json.dumps({"commit": "ccccccc3", "summary": {}}))
+    table, paths = blind_rates(SimpleNamespace(results=tmp_path))
+    assert [p.name for p in paths] == ["20260101T000000Z.json", "20260102T000000Z.json"]
+    first = table[table["role"] == "first measured here"].set_index("set")
+    assert first.loc["set2", "correct PASS"] == "1/2 (50%)" and first.loc["set2", "wrong FAIL"] == "0/1 (0%)"
+    assert first.loc["set2", "keys_commit"] == "aaaaaaa"
+    again = table[table["role"] == "again, at later keys"].set_index("set")
+    assert again.loc["set2", "correct PASS"] == "2/2 (100%)" and len(table) == 4
 
 
 def test_throughput_step_and_run_spread(built):
