@@ -498,10 +498,26 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
             )
     for reason in sorted({c.reasons[0] for c in not_run}):
         print(f"  not run: {reason}")
+    known = known_misses(args.tasks_dir)
     for c in unexpected:
         where = f"{c.task} {c.framework} {c.profile or '-'} {c.case}"
-        print(f"  UNEXPECTED {where}: expected {c.expected}, got {c.verdict}")
+        tag = " (a known miss: tasks/known_misses.toml)" if miss_key(c) in known else ""
+        print(f"  UNEXPECTED {where}: expected {c.expected}, got {c.verdict}{tag}")
         for r in c.reasons[:6]:
             print(f"      {r}")
     print(f"record: {path}")
-    return 1 if unexpected else 0
+    return 1 if any(miss_key(c) not in known for c in unexpected) else 0
+
+
+def miss_key(c: Cell) -> str:
+    """The cell as tasks/known_misses.toml names it: `task framework [profile] case`."""
+    return " ".join(p for p in (c.task, c.framework, c.profile, c.case) if p)
+
+
+def known_misses(tasks_dir: Path) -> set[str]:
+    """The cells the blind sets found not as expected after their checkers froze (tasks/known_misses.toml): still
+    UNEXPECTED in the record and the output, but they do not make `validate` exit 1."""
+    path = Path(tasks_dir) / "known_misses.toml"
+    if not path.is_file():
+        return set()
+    return {m["cell"] for m in tomllib.loads(path.read_text()).get("miss", [])}

@@ -66,4 +66,4 @@ def test_task_matrix(category, tasks, tmp_path):
         f"unexpected cells {sorted(unexpected - known)}, known misses now as expected {sorted(known - unexpected)} "
         f"(tasks/known_misses.toml); validate exited {done.returncode}:\n{done.stdout}\n{done.stderr[-5000:]}"
     )
-    assert done.returncode == (1 if known else 0), done.stdout
+    assert done.returncode == 0, done.stdout  # known misses alone do not fail validate
