@@ -16,16 +16,7 @@ PY=${PY:-python3}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 scratch=$(mktemp -d /tmp/feature-gpu1-liveness.XXXXXX)
-repo=$(pwd)
-if ! git -C "$repo" rev-parse --verify HEAD >/dev/null 2>&1; then
-  mkdir -p "$scratch/repo"
-  tar -C "$repo" --exclude=./.git -cf - . | tar -C "$scratch/repo" -xf -
-  (cd "$scratch/repo" && git init -q && git add -A && git -c user.name=gpu1 -c user.email=gpu1@localhost \
-    -c commit.gpgsign=false commit -qm "the tree as it travelled (${PITH_GIT_COMMIT:-commit unknown})") \
-    || { echo "could not commit the travelled tree in $scratch/repo"; exit 1; }
-  repo="$scratch/repo"
-fi
-cd "$repo" || exit 1
+source "$(dirname "$0")/travelled_checkout.sh"
 "$PY" -c 'import torch; assert torch.cuda.is_available(), "no GPU"' || { echo "python3 sees no GPU"; exit 1; }
 
 tasks="02-dynmoe 03-diff-attention"
