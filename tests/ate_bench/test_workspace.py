@@ -163,3 +163,16 @@ def test_skills_overlay_copies_this_repos_skill_before_the_baseline(tmp_path):
         overlay_skill(ws.path, "capture-profile")
     with pytest.raises(MaterializeError, match="skills overlay 'no-such-skill'"):
         overlay_skill(ws.path, "no-such-skill")
+
+
+def test_pithtrain_workspace_holds_no_benchmark_material():
+    """An agent under test reads its whole workspace: the checkers' own tests (near misses, tolerances, toy keys)
+    live under tests/ate_bench/, which the pithtrain workspace leaves out, as it leaves out tasks/."""
+    import subprocess
+
+    exclude = tuple(f"{p}/" for p in FRAMEWORKS["pithtrain"].exclude)
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    kept = [p for p in tracked.splitlines() if not p.startswith(exclude)]
+    markers = ("qa_check", "feature_check", "key.toml")
+    leaks = [p for p in kept if p.endswith(".py") and any(m in (REPO_ROOT / p).read_text() for m in markers)]
+    assert not leaks, f"benchmark material in the pithtrain workspace: {leaks}"

@@ -9,7 +9,7 @@ Keys are cut into blocks of `block_size` (the last may be short); a block's gate
 a query scores each block by the dot product with that mean. Blocks after the query's own are excluded, the
 query's own block is always selected, and the `top_k` best blocks (own block included) are kept. Attention is
 one softmax over the selected blocks' tokens, causal inside the query's own block. With `top_k` at least the
-number of blocks, MoBA is dense causal attention (tests/test_feature_references.py checks that identity).
+number of blocks, MoBA is dense causal attention (tests/ate_bench/test_feature_references.py checks that identity).
 Shape legend: B batch, S sequence, H heads, N blocks, D head size.
 """
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-QA_DIR = Path(__file__).resolve().parent.parent / "tasks" / "qa"
+QA_DIR = Path(__file__).resolve().parents[2] / "tasks" / "qa"
 sys.path.insert(0, str(QA_DIR))
 import qa_check  # noqa: E402
 

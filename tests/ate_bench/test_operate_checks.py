@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-OPERATE = Path(__file__).resolve().parent.parent / "tasks" / "operate"
+OPERATE = Path(__file__).resolve().parents[2] / "tasks" / "operate"
 sys.path.insert(0, str(OPERATE))
 import operate_check as oc  # noqa: E402
 
