@@ -30,7 +30,8 @@
 #    options to that config's call alone, e.g.
 #    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
 # 9. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, checkpoint_stall.json, throughput.txt,
-#    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last. Everything ends inside BUDGET_S seconds
+#    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last, then the time per layer of every shape run
+#    at two depths (benchmarks/per_layer.py: qwen3-30b-a3b-4l with -8l). Everything ends inside BUDGET_S seconds
 #    (runs that would start too late are recorded as skipped), so the call fits a 600 s limit. Keep the files under
 #    $OUT to 8: the device tool brings back no more.
 #
@@ -149,5 +150,8 @@ for entry in $CONFIGS; do
     $options 2>&1 | tee -a "$OUT/throughput.txt"
 done
 tar -czf "$OUT/logs.tar.gz" -C /tmp bench-logs 2>/dev/null
+[ -d "$OUT/throughput" ] && python3 benchmarks/per_layer.py "$OUT/throughput" > /tmp/per_layer.txt 2>&1 \
+  && cat /tmp/per_layer.txt >> "$OUT/throughput.txt"
 echo "== done in ${SECONDS} s"
 awk '/^framework /{p=1} /^(measured bf16|peak measurement)/{p=0} p' "$OUT/throughput.txt"
+[ -f /tmp/per_layer.txt ] && cat /tmp/per_layer.txt

@@ -377,3 +377,32 @@ def test_a_failed_run_names_its_out_of_memory_error(tmp_path):
     cmd = [sys.executable, "-c", "[print('noise', i) for i in range(20)]; exit(1)"]
     status, detail = throughput.run_until(cmd, os.environ, tmp_path, tmp_path / "log", lambda: 0, 3, 60)
     assert status == "failed" and "noise 19" in detail and "noise 4" not in detail
+
+
+def test_per_layer_splits_the_step_into_layers_and_the_rest(tmp_path):
+    """Two depths of one shape give the time per layer and the rest; a third shape run at one depth, a failed run
+    and another mesh do not mix in."""
+    per_layer_spec = importlib.util.spec_from_file_location("per_layer", REPO / "benchmarks" / "per_layer.py")
+    per_layer = importlib.util.module_from_spec(per_layer_spec)
+    per_layer_spec.loader.exec_module(per_layer)
+
+    def rec(label, layers, step_s, status="ok", hidden=2048, mesh=None):
+        model = {"family": "qwen3_moe", "hidden_size": hidden, "num_hidden_layers": layers}
+        return {"label": label, "status": status, "step_times_s": [step_s, step_s + 0.002, step_s - 0.002],
+                "config_table": {"model": model}, "seq_len": 4096, "global_batch_size": 4, "micro_batch_size": 4,
+                "mesh": mesh or {"gpus": 1}, "routing": "natural"}  # fmt: skip
+
+    records = [
+        rec("pithtrain", 4, 0.150), rec("pithtrain", 8, 0.240),  # 22.5 ms a layer, 60 ms the rest
+        rec("torchtitan-compiled", 4, 0.210), rec("torchtitan-compiled", 8, 0.360),  # 37.5 and 60
+        rec("pithtrain", 3, 0.5, hidden=4096), rec("pithtrain", 8, 9.9, status="failed"),
+        rec("pithtrain", 4, 0.3, mesh={"gpus": 2, "ep": 2}),
+    ]  # fmt: skip
+    path = tmp_path / "call.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    rows = per_layer.per_layer_rows(per_layer.load_records([tmp_path]))
+    assert [(r["label"], r["depths"]) for r in rows] == [("pithtrain", (4, 8)), ("torchtitan-compiled", (4, 8))]
+    assert rows[0]["per_layer_ms"] == pytest.approx(22.5) and rows[0]["rest_ms"] == pytest.approx(60.0)
+    assert rows[1]["per_layer_ms"] == pytest.approx(37.5) and rows[1]["rest_ms"] == pytest.approx(60.0)
+    assert "per-layer TorchTitan/pithtrain 1.67x" in per_layer.report(rows)
+    assert per_layer.main([str(tmp_path / "missing")]) == 2
