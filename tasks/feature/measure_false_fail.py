@@ -121,6 +121,8 @@ def measure_pool(task: str, ws: Path, n_base: int, n_off: int, profile: str) -> 
         f"+ 1 on runs, {failures} FAIL; base-path gaps {', '.join(f'{g:.1e}' for g in gaps)}; {machine()}",
         flush=True,
     )
+    # Every run's printed losses, step by step: where in the run the base path drifts (GPU noise grows with steps)
+    print(f"{task} pool losses: on {on}; base {[list(b) for b in bases]}; off {[list(o) for o in offs]}", flush=True)
     return failures == 0 and not seam
 
 
