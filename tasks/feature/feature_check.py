@@ -293,20 +293,21 @@ def run_factor(vec: torch.Tensor, outputs: list[torch.Tensor]) -> float | None:
     """c such that `vec` is c times a contiguous run of one of `outputs` (flattened), the run found by its cosine
     with `vec` (at least 1 - 1e-4, float64); None when no output holds such a run. Tells whether the op got a
     projection's values as they are, or scaled."""
-    v = vec.detach().double().flatten()
+    v = vec.detach().double().flatten().cpu()
     if not v.norm() > 0:
         return None
-    best, factor = 1 - 1e-4, None
+    best, factor, n = 1 - 1e-4, None, v.numel()
     for out in outputs:
-        flat = out.detach().double().reshape(1, 1, -1)
-        if not flat.is_floating_point() or flat.shape[-1] < v.numel():
+        if not out.is_floating_point() or out.numel() < n:
             continue
-        dots = torch.nn.functional.conv1d(flat, v.to(flat.device).view(1, 1, -1)).flatten()
-        norms = torch.nn.functional.conv1d(flat**2, torch.ones(1, 1, v.numel(), dtype=flat.dtype, device=flat.device))
-        cos = dots / (norms.flatten().sqrt() * v.norm().item()).clamp(min=1e-300)
+        flat = out.detach().double().flatten()
+        m = flat.numel() - n + 1  # windows flat[i : i + n]; n shifted sums, exact in float64
+        dots = sum(float(v[j]) * flat[j : j + m] for j in range(n))
+        norms = sum(flat[j : j + m] ** 2 for j in range(n))
+        cos = dots / (norms.sqrt() * float(v.norm())).clamp(min=1e-300)
         i = int(cos.argmax())
         if float(cos[i]) > best:
-            run = flat.flatten()[i : i + v.numel()].cpu()
+            run = flat[i : i + n].cpu()
             best, factor = float(cos[i]), float(v @ run / (run @ run))
     return factor
 
@@ -349,6 +350,22 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def recording(op: Callable, spec: OpSpec, calls: list[dict]) -> Callable:
+    """`op`, recording each call into `calls` (the seam probe's wrapper)."""
+
+    @functools.wraps(op)
+    def recorded(*args, **kwargs):
+        out = op(*args, **kwargs)
+        _CALLER[0] = sys._getframe(1)
+        try:
+            _probe_call(op, spec, calls, args, kwargs, out)
+        finally:
+            _CALLER[0] = None  # no frame kept alive
+        return out
+
+    return recorded
+
+
 def install_seam_probe(spec: OpSpec, target: str, out_dir: str, name: str = "seam") -> None:
     """Record every call of `target` ("module.path:function") made in this process; write them to
     out_dir/<name>-<pid>.json at exit."""
@@ -357,20 +374,8 @@ def install_seam_probe(spec: OpSpec, target: str, out_dir: str, name: str = "sea
 
     def wrap(module):
         op = getattr(module, func_name, None)
-        if not callable(op):
-            return
-
-        @functools.wraps(op)
-        def recorded(*args, **kwargs):
-            out = op(*args, **kwargs)
-            _CALLER[0] = sys._getframe(1)
-            try:
-                _probe_call(op, spec, calls, args, kwargs, out)
-            finally:
-                _CALLER[0] = None  # no frame kept alive
-            return out
-
-        setattr(module, func_name, recorded)
+        if callable(op):
+            setattr(module, func_name, recording(op, spec, calls))
 
     def write():
         if calls:
