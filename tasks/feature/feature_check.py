@@ -6,12 +6,14 @@ printing one `FAIL: <reason>` line per failed condition:
   (a) op: the function that `artifacts/feature.json` names ("op": "module.path:function", imported from the
       workspace and nowhere else) matches our reference on fresh inputs, forward and gradients, within the task's
       tolerance per dtype (`op_errors`: relative error, a gradient's against its size under three random output
-      gradients; low precision against the reference in float64);
+      gradients; low precision against the reference in float64); likewise a second function where the task names
+      one ("aux", DynMoE's auxiliary loss);
   (b) seam: `verify.sh` runs with the feature switched on ("enable": extra arguments for the provided scripts) and
       `seam_probe/` on PYTHONPATH, whose sitecustomize.py wraps the named op as its module is imported and records
       every call the model makes (the task's `record_call`, in the trainer); the checker replays the first calls'
       real inputs through op and reference in float32 and holds the calls to the paper's rules (`judge_calls`:
-      the arguments per layer, trainable inputs that receive gradients, outputs the model uses);
+      the arguments per layer, trainable inputs that receive gradients, outputs the model uses; where a task needs
+      them, the calling layer's own submodule outputs, read through `calling_modules`);
   (c) training: that verify.sh run and `train.sh` with "enable" complete with finite losses that fall (the mean of
       the last quarter of steps is below the mean of the first quarter);
   (d) liveness: `verify.sh` run three times with no extra arguments (the base configuration, same seed) gives the
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -247,7 +250,7 @@ def replay_error(op: Callable, spec: OpSpec, arguments: dict) -> float:
 
 
 _CALLER: list = [None]  # the frame that called the op, while its call is recorded (calling_modules reads it)
-_WATCHED: dict[int, dict] = {}  # id(module) -> its hooks and the outputs of its submodules in its latest forward
+_WATCHED = weakref.WeakKeyDictionary()  # module -> its hooks and its submodules' outputs in its latest forward
 WATCH_CHECKS = 3  # a watched module's submodule outputs are read in this many of its calls, then unhooked
 
 
@@ -266,7 +269,7 @@ def calling_modules(limit: int = 2) -> list:
 def submodule_outputs(module) -> list[torch.Tensor] | None:
     """The tensors `module`'s submodules returned in its current forward; None at the first call from it (the hooks
     are installed then, and fill from its next forward on) and after WATCH_CHECKS reads (unhooked)."""
-    watch = _WATCHED.get(id(module))
+    watch = _WATCHED.get(module)
     if watch is None:
         outputs: list[torch.Tensor] = []
 
@@ -276,7 +279,7 @@ def submodule_outputs(module) -> list[torch.Tensor] | None:
 
         handles = [module.register_forward_pre_hook(lambda _m, _args: outputs.clear())]
         handles += [sub.register_forward_hook(keep) for sub in module.modules() if sub is not module]
-        _WATCHED[id(module)] = {"outputs": outputs, "handles": handles, "reads": 0}
+        _WATCHED[module] = {"outputs": outputs, "handles": handles, "reads": 0}
         return None
     if watch["reads"] >= WATCH_CHECKS:
         return None
