@@ -47,19 +47,20 @@ def shared_dims(k_BSHD) -> int:
 def input_factors(a) -> dict[str, float | None]:
     """For q1, k1, q2, k2: c such that their leading PROBE dims are c times a run of one output of the calling
     layer's submodules (its projections), at two positions past 0 (where RoPE turns nothing) and two heads; None
-    where no run matches (or before the layer's hooks have seen a forward)."""
-    modules = calling_modules(limit=1)
-    outputs = submodule_outputs(modules[0]) if modules else None
-    factors = {}
-    for key in ("q1", "k1", "q2", "k2"):
-        t = a[key].detach()
-        S, H = t.shape[1], t.shape[2]
-        found = (
-            [run_factor(t[0, s, h, :PROBE], outputs) for s in (S // 2, S - 1) for h in (0, H - 1)] if outputs else []
-        )
-        factors[key] = (
-            found[0] if found and None not in found and max(found) - min(found) <= 1e-2 * abs(found[0]) else None
-        )
+    where no run matches, before the layer's hooks have seen a forward, or where reading them fails (a layout this
+    search does not know is no verdict on the model)."""
+    factors = dict.fromkeys(("q1", "k1", "q2", "k2"))
+    try:
+        modules = calling_modules(limit=1)
+        outputs = submodule_outputs(modules[0]) if modules else None
+        for key in factors if outputs else ():
+            t = a[key].detach()
+            S, H = t.shape[1], t.shape[2]
+            found = [run_factor(t[0, s, h, :PROBE], outputs) for s in (S // 2, S - 1) for h in (0, H - 1)]
+            if None not in found and max(found) - min(found) <= 1e-2 * abs(found[0]):
+                factors[key] = found[0]
+    except Exception:
+        return dict.fromkeys(factors)
     return factors
 
 
