@@ -6,12 +6,14 @@ printing one `FAIL: <reason>` line per failed condition:
   (a) op: the function that `artifacts/feature.json` names ("op": "module.path:function", imported from the
       workspace and nowhere else) matches our reference on fresh inputs, forward and gradients, within the task's
       tolerance per dtype (`op_errors`: relative error, a gradient's against its size under three random output
-      gradients; low precision against the reference in float64);
+      gradients; low precision against the reference in float64); likewise a second function where the task names
+      one ("aux", DynMoE's auxiliary loss);
   (b) seam: `verify.sh` runs with the feature switched on ("enable": extra arguments for the provided scripts) and
       `seam_probe/` on PYTHONPATH, whose sitecustomize.py wraps the named op as its module is imported and records
       every call the model makes (the task's `record_call`, in the trainer); the checker replays the first calls'
       real inputs through op and reference in float32 and holds the calls to the paper's rules (`judge_calls`:
-      the arguments per layer, trainable inputs that receive gradients, outputs the model uses);
+      the arguments per layer, trainable inputs that receive gradients, outputs the model uses; where a task needs
+      them, the calling layer's own submodule outputs, read through `calling_modules`);
   (c) training: that verify.sh run and `train.sh` with "enable" complete with finite losses that fall (the mean of
       the last quarter of steps is below the mean of the first quarter);
   (d) liveness: `verify.sh` run three times with no extra arguments (the base configuration, same seed) gives the
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -74,6 +77,9 @@ class OpSpec:
     parameter names, result) -> fills the record with numbers (and may hook gradients that fill it later)."""
     judge_calls: Callable[[list[dict], str], list[str]]
     """In the checker: (every recorded call, the profile) -> one reason per rule of the paper the model broke."""
+    aux: "OpSpec | None" = None
+    """A second function the instruction names (feature.json "aux"), checked and recorded like the op: DynMoE's
+    auxiliary loss, whose value the op's gradients cannot show."""
 
 
 def load_reference(task_dir: Path):
@@ -95,7 +101,7 @@ def rel_error(ours: torch.Tensor, theirs: torch.Tensor, scale: float | None = No
     return float((ours - theirs).norm() / max(float(ours.norm()) if scale is None else scale, 1e-30))
 
 
-def load_feature_json(workspace: Path) -> tuple[dict, list[str]]:
+def load_feature_json(workspace: Path, needs_aux: bool = False) -> tuple[dict, list[str]]:
     path = workspace / "artifacts" / "feature.json"
     if not path.is_file():
         return {}, ["artifacts/feature.json is missing"]
@@ -106,8 +112,9 @@ def load_feature_json(workspace: Path) -> tuple[dict, list[str]]:
     problems = []
     if not isinstance(data, dict):
         return {}, ["artifacts/feature.json must be an object with op, enable and disable"]
-    if not isinstance(data.get("op"), str) or not re.fullmatch(r"[\w.]+:\w+", data.get("op", "")):
-        problems.append(f'artifacts/feature.json "op" must be "module.path:function", got {data.get("op")!r}')
+    for key in ("op", "aux") if needs_aux else ("op",):
+        if not isinstance(data.get(key), str) or not re.fullmatch(r"[\w.]+:\w+", data.get(key, "")):
+            problems.append(f'artifacts/feature.json "{key}" must be "module.path:function", got {data.get(key)!r}')
     for key in ("enable", "disable"):
         if not isinstance(data.get(key), list) or not all(isinstance(a, str) for a in data.get(key, [None])):
             problems.append(f'artifacts/feature.json "{key}" must be a list of arguments, got {data.get(key)!r}')
@@ -187,15 +194,15 @@ def op_errors(op: Callable, spec: OpSpec, seed: int, dtype: torch.dtype) -> tupl
     return errors, ""
 
 
-def check_op(op: Callable, spec: OpSpec, trials: int = 3) -> list[str]:
+def check_op(op: Callable, spec: OpSpec, trials: int = 3, label: str = "op") -> list[str]:
     seed = int.from_bytes(os.urandom(4), "little")  # fresh inputs every check; the seed is printed on failure
     for dtype, tol in spec.tolerance.items():
         for trial in range(trials):
             errors, why = op_errors(op, spec, seed + trial, dtype)
             if why:
-                return [f"op: {why} (dtype {dtype}, seed {seed + trial})"]
+                return [f"{label}: {why} (dtype {dtype}, seed {seed + trial})"]
             problems = [
-                f"op: {what} differs from the reference by {err:.2e} > {tol:.0e} ({dtype}, seed {seed + trial})"
+                f"{label}: {what} differs from the reference by {err:.2e} > {tol:.0e} ({dtype}, seed {seed + trial})"
                 for what, err in errors.items()
                 if not err <= tol
             ]
@@ -242,6 +249,72 @@ def replay_error(op: Callable, spec: OpSpec, arguments: dict) -> float:
     return max(rel_error(o, t) if torch.is_tensor(t) else math.inf for o, t in zip(ours, theirs))
 
 
+_CALLER: list = [None]  # the frame that called the op, while its call is recorded (calling_modules reads it)
+_WATCHED = weakref.WeakKeyDictionary()  # module -> its hooks and its submodules' outputs in its latest forward
+WATCH_CHECKS = 3  # a watched module's submodule outputs are read in this many of its calls, then unhooked
+
+
+def calling_modules(limit: int = 2) -> list:
+    """The nn.Modules whose methods are on the stack that called the op, nearest first (the `self` of each frame),
+    those with submodules only: the layer that computed the op's inputs, whatever the framework names it."""
+    found, frame = [], _CALLER[0]
+    while frame is not None and len(found) < limit:
+        module = frame.f_locals.get("self")
+        if isinstance(module, torch.nn.Module) and any(True for _ in module.children()) and module not in found:
+            found.append(module)
+        frame = frame.f_back
+    return found
+
+
+def submodule_outputs(module) -> list[torch.Tensor] | None:
+    """The tensors `module`'s submodules returned in its current forward; None at the first call from it (the hooks
+    are installed then, and fill from its next forward on) and after WATCH_CHECKS reads (unhooked)."""
+    watch = _WATCHED.get(module)
+    if watch is None:
+        outputs: list[torch.Tensor] = []
+
+        def keep(_m, _args, out):
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            outputs.extend(t.detach() for t in outs if torch.is_tensor(t))
+
+        handles = [module.register_forward_pre_hook(lambda _m, _args: outputs.clear())]
+        handles += [sub.register_forward_hook(keep) for sub in module.modules() if sub is not module]
+        _WATCHED[module] = {"outputs": outputs, "handles": handles, "reads": 0}
+        return None
+    if watch["reads"] >= WATCH_CHECKS:
+        return None
+    watch["reads"] += 1
+    found = list(watch["outputs"])
+    if watch["reads"] == WATCH_CHECKS:
+        for handle in watch["handles"]:
+            handle.remove()
+        watch["outputs"].clear()
+    return found
+
+
+def run_factor(vec: torch.Tensor, outputs: list[torch.Tensor]) -> float | None:
+    """c such that `vec` is c times a contiguous run of one of `outputs` (flattened), the run found by its cosine
+    with `vec` (at least 1 - 1e-4, float64); None when no output holds such a run. Tells whether the op got a
+    projection's values as they are, or scaled."""
+    v = vec.detach().double().flatten().cpu()
+    if not v.norm() > 0:
+        return None
+    best, factor, n = 1 - 1e-4, None, v.numel()
+    for out in outputs:
+        if not out.is_floating_point() or out.numel() < n:
+            continue
+        flat = out.detach().double().flatten()
+        m = flat.numel() - n + 1  # windows flat[i : i + n]; n shifted sums, exact in float64
+        dots = sum(float(v[j]) * flat[j : j + m] for j in range(n))
+        norms = sum(flat[j : j + m] ** 2 for j in range(n))
+        cos = dots / (norms.sqrt() * float(v.norm())).clamp(min=1e-300)
+        i = int(cos.argmax())
+        if float(cos[i]) > best:
+            run = flat[i : i + n].cpu()
+            best, factor = float(cos[i]), float(v @ run / (run @ run))
+    return factor
+
+
 def _probe_call(op: Callable, spec: OpSpec, calls: list[dict], args: tuple, kwargs: dict, out) -> None:
     record = {"call": len(calls), "pid": os.getpid()}
     calls.append(record)
@@ -280,28 +353,36 @@ class _WrapOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def install_seam_probe(spec: OpSpec, target: str, out_dir: str) -> None:
+def recording(op: Callable, spec: OpSpec, calls: list[dict]) -> Callable:
+    """`op`, recording each call into `calls` (the seam probe's wrapper)."""
+
+    @functools.wraps(op)
+    def recorded(*args, **kwargs):
+        out = op(*args, **kwargs)
+        _CALLER[0] = sys._getframe(1)
+        try:
+            _probe_call(op, spec, calls, args, kwargs, out)
+        finally:
+            _CALLER[0] = None  # no frame kept alive
+        return out
+
+    return recorded
+
+
+def install_seam_probe(spec: OpSpec, target: str, out_dir: str, name: str = "seam") -> None:
     """Record every call of `target` ("module.path:function") made in this process; write them to
-    out_dir/seam-<pid>.json at exit."""
+    out_dir/<name>-<pid>.json at exit."""
     module_name, func_name = target.split(":")
     calls: list[dict] = []
 
     def wrap(module):
         op = getattr(module, func_name, None)
-        if not callable(op):
-            return
-
-        @functools.wraps(op)
-        def recorded(*args, **kwargs):
-            out = op(*args, **kwargs)
-            _probe_call(op, spec, calls, args, kwargs, out)
-            return out
-
-        setattr(module, func_name, recorded)
+        if callable(op):
+            setattr(module, func_name, recording(op, spec, calls))
 
     def write():
         if calls:
-            Path(out_dir, f"seam-{os.getpid()}.json").write_text(json.dumps(calls))
+            Path(out_dir, f"{name}-{os.getpid()}.json").write_text(json.dumps(calls))
 
     sys.meta_path.insert(0, _WrapOnImport(module_name, wrap))
     atexit.register(write)
@@ -310,17 +391,31 @@ def install_seam_probe(spec: OpSpec, target: str, out_dir: str) -> None:
 # The seam probe, part 2 (in the checker).
 
 
-def check_seam(out_dir: Path, spec: OpSpec, target: str, profile: str) -> list[str]:
-    calls = [c for f in sorted(out_dir.glob("seam-*.json")) for c in json.loads(f.read_text())]
+def seam_env(feature: dict, check_py: str, seam_dir: str, spec: OpSpec) -> dict:
+    """The environment of the verify.sh run under the seam probe (sitecustomize.py reads it)."""
+    python_path = os.pathsep.join(filter(None, [str(SEAM_PROBE), os.environ.get("PYTHONPATH")]))
+    env = {"PYTHONPATH": python_path, "FEATURE_SEAM_CHECK": check_py, "FEATURE_SEAM_OP": feature["op"],
+           "FEATURE_SEAM_OUT": seam_dir}  # fmt: skip
+    return {**env, "FEATURE_SEAM_AUX": feature["aux"]} if spec.aux is not None else env
+
+
+def check_seam(
+    out_dir: Path, spec: OpSpec, target: str, profile: str, aux_target: str = "", name: str = "seam"
+) -> list[str]:
+    """The recorded calls of the op (and of the aux function, when the task names one) held to the task's rules."""
+    aux_problems = []
+    if spec.aux is not None:
+        aux_problems = check_seam(out_dir, spec.aux, aux_target, profile, name="aux-seam")
+    calls = [c for f in sorted(out_dir.glob(f"{name}-*.json")) for c in json.loads(f.read_text())]
     if not calls:
         return [
             f"seam: the model never called {target} during verify.sh with the feature on (the instruction asks the "
             "model to use it, by that name)"
-        ]
+        ] + aux_problems
     errors = [c for c in calls if "error" in c]
     if errors:
-        return [f"seam: the op raised or misbehaved on the model's own inputs (call {errors[0]['call']}): "
-                f"{errors[0]['error']}"]  # fmt: skip
+        return [f"seam: {target} raised or misbehaved on the model's own inputs (call {errors[0]['call']}): "
+                f"{errors[0]['error']}"] + aux_problems  # fmt: skip
     tol = spec.tolerance[torch.float32]
     worst = max((c for c in calls if "replay_error" in c), key=lambda c: c["replay_error"])
     problems = []
@@ -329,7 +424,7 @@ def check_seam(out_dir: Path, spec: OpSpec, target: str, profile: str) -> list[s
             f"seam: on the model's own inputs of call {worst['call']}, the op differs from the reference by "
             f"{worst['replay_error']:.2e} > {tol:.0e} (float32)"
         )
-    return problems + [f"seam: {why}" for why in spec.judge_calls(calls, profile)]
+    return problems + [f"seam: {why}" for why in spec.judge_calls(calls, profile)] + aux_problems
 
 
 def run_script(
@@ -429,13 +524,11 @@ def check_model(
     """Parts (b)-(d): verify.sh with the feature on under the seam probe, judged at once (a model that misuses the
     op is FAIL without the other five runs), then train.sh and the liveness runs."""
     with tempfile.TemporaryDirectory(prefix="feature-seam-") as seam_dir:
-        python_path = os.pathsep.join(filter(None, [str(SEAM_PROBE), os.environ.get("PYTHONPATH")]))
-        seam_env = {"PYTHONPATH": python_path, "FEATURE_SEAM_CHECK": check_py, "FEATURE_SEAM_OP": feature["op"],
-                    "FEATURE_SEAM_OUT": seam_dir}  # fmt: skip
-        on_printed, why = run_script(workspace, "verify.sh", feature["enable"], framework, timeout_s, seam_env)
+        env = seam_env(feature, check_py, seam_dir, spec)
+        on_printed, why = run_script(workspace, "verify.sh", feature["enable"], framework, timeout_s, env)
         if why:
             return [f"training: {why}", "seam, train.sh and liveness: not checked, since verify.sh did not run"]
-        problems = check_seam(Path(seam_dir), spec, feature["op"], profile)
+        problems = check_seam(Path(seam_dir), spec, feature["op"], profile, feature.get("aux", ""))
     if problems:
         return problems + ["train.sh and liveness: not checked, since the model misuses the op"]
     return check_training(workspace, framework, feature, timeout_s, on_printed)
@@ -449,11 +542,13 @@ def main(spec: OpSpec, check_py: str) -> int:
     p.add_argument("--profile", required=True)
     p.add_argument("--timeout-s", type=float, default=1200.0, help="per provided-script run")
     a = p.parse_args()
-    feature, problems = load_feature_json(a.workspace)
-    if not problems:
-        op, problems = import_op(a.workspace, feature["op"])
-        if op is not None:
-            problems += check_op(op, spec)
+    feature, problems = load_feature_json(a.workspace, spec.aux is not None)
+    for key, key_spec in (("op", spec), ("aux", spec.aux)) if not problems else ():
+        if key_spec is not None:
+            op, why = import_op(a.workspace, feature[key])
+            problems += [f"{key}: {w.removeprefix('op: ')}" for w in why]
+            if op is not None:
+                problems += check_op(op, key_spec, label=key)
     if problems:  # training takes minutes; a verdict already FAIL does not wait for it
         problems.append("training, seam and liveness: not checked, since the op check failed")
     else:

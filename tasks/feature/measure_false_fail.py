@@ -54,26 +54,32 @@ def gold_workspace(task: str, profile: str, root: Path) -> Path:
 
 
 def measure_ops(task: str, ws: Path, checks: int) -> bool:
-    check = load_check(task)
-    feature, _ = feature_check.load_feature_json(ws)
-    op, problems = feature_check.import_op(ws, feature["op"])
-    assert op is not None, problems
-    failures, worst = 0, {dtype: 0.0 for dtype in check.SPEC.tolerance}
-    for _ in range(checks):
-        seed = int.from_bytes(os.urandom(4), "little")
-        failed = False
-        for dtype, tol in check.SPEC.tolerance.items():
-            for trial in range(3):
-                errors, why = feature_check.op_errors(op, check.SPEC, seed + trial, dtype)
-                worst[dtype] = max(worst[dtype], *errors.values()) if not why else float("inf")
-                failed |= bool(why) or not max(errors.values()) <= tol
-        failures += failed
-    seen = ", ".join(
-        f"{str(d).removeprefix('torch.')} worst {e:.2e} (tolerance {check.SPEC.tolerance[d]:.0e})"
-        for d, e in worst.items()
-    )
-    print(f"{task} op: {checks} checks, {failures} FAIL; {seen}; {machine()}", flush=True)
-    return failures == 0
+    """The op's checks, and the aux function's where the task names one (a line each)."""
+    spec = load_check(task).SPEC
+    feature, _ = feature_check.load_feature_json(ws, spec.aux is not None)
+    ok = True
+    for key, key_spec in (("op", spec), ("aux", spec.aux)):
+        if key_spec is None:
+            continue
+        op, problems = feature_check.import_op(ws, feature[key])
+        assert op is not None, problems
+        failures, worst = 0, {dtype: 0.0 for dtype in key_spec.tolerance}
+        for _ in range(checks):
+            seed = int.from_bytes(os.urandom(4), "little")
+            failed = False
+            for dtype, tol in key_spec.tolerance.items():
+                for trial in range(3):
+                    errors, why = feature_check.op_errors(op, key_spec, seed + trial, dtype)
+                    worst[dtype] = max(worst[dtype], *errors.values()) if not why else float("inf")
+                    failed |= bool(why) or not max(errors.values()) <= tol
+            failures += failed
+        seen = ", ".join(
+            f"{str(d).removeprefix('torch.')} worst {e:.2e} (tolerance {key_spec.tolerance[d]:.0e})"
+            for d, e in worst.items()
+        )
+        print(f"{task} {key}: {checks} checks, {failures} FAIL; {seen}; {machine()}", flush=True)
+        ok &= failures == 0
+    return ok
 
 
 def verify(ws: Path, args: list[str], env: dict | None = None) -> list[str]:
@@ -84,11 +90,12 @@ def verify(ws: Path, args: list[str], env: dict | None = None) -> list[str]:
 
 def seam_run(task: str, ws: Path, feature: dict, profile: str) -> tuple[list[str], list[str]]:
     """verify.sh with the feature on under the seam probe: its losses and the seam verdict."""
+    spec = load_check(task).SPEC
     with tempfile.TemporaryDirectory(prefix="feature-seam-") as seam_dir:
-        env = {"PYTHONPATH": str(feature_check.SEAM_PROBE), "FEATURE_SEAM_CHECK": str(FEATURE / task / "check.py"),
-               "FEATURE_SEAM_OP": feature["op"], "FEATURE_SEAM_OUT": seam_dir}  # fmt: skip
-        on = verify(ws, feature["enable"], env)
-        return on, feature_check.check_seam(Path(seam_dir), load_check(task).SPEC, feature["op"], profile)
+        on = verify(
+            ws, feature["enable"], feature_check.seam_env(feature, str(FEATURE / task / "check.py"), seam_dir, spec)
+        )
+        return on, feature_check.check_seam(Path(seam_dir), spec, feature["op"], profile, feature.get("aux", ""))
 
 
 def measure_liveness(task: str, ws: Path, checks: int, profile: str) -> bool:

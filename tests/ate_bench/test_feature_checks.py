@@ -261,7 +261,7 @@ import sys
 
 import torch
 
-from featws.gate import dynmoe_gate  # imported after the seam probe wrapped it
+from featws.gate import dynmoe_aux_loss, dynmoe_gate  # imported after the seam probe wrapped them
 
 FROZEN = sys.argv[1] == "frozen"
 torch.manual_seed(0)
@@ -272,7 +272,7 @@ opt = torch.optim.AdamW([p for p in (vectors, thresholds) if p.requires_grad], l
 for step in range(3):
     for layer in range(2):
         weights = dynmoe_gate(x, vectors, thresholds, 12)
-        (weights * torch.randn(weights.shape)).sum().backward()
+        ((weights * torch.randn(weights.shape)).sum() + 1e-2 * dynmoe_aux_loss(vectors)).backward()
     opt.step()
     opt.zero_grad()
 """
@@ -289,24 +289,28 @@ def test_seam_probe_records_what_the_model_does_with_the_op(tmp_path, variant, e
     (tmp_path / "featws" / "__init__.py").write_text("")
     reference = FEATURE / "02-dynmoe" / "reference.py"
     (tmp_path / "featws" / "gate.py").write_text(
-        f"import runpy\ndynmoe_gate = runpy.run_path({str(reference)!r})['dynmoe_gate_reference']\n"
+        f"import runpy\nref = runpy.run_path({str(reference)!r})\n"
+        "dynmoe_gate, dynmoe_aux_loss = ref['dynmoe_gate_reference'], ref['dynmoe_aux_loss_reference']\n"
     )
     (tmp_path / "featws" / "model.py").write_text(SEAM_MODEL)
     out = tmp_path / "seam"
     out.mkdir()
     env = {**os.environ, "PYTHONPATH": f"{feature_check.SEAM_PROBE}{os.pathsep}{tmp_path}",
            "FEATURE_SEAM_CHECK": str(FEATURE / "02-dynmoe" / "check.py"), "FEATURE_SEAM_OP": "featws.gate:dynmoe_gate",
-           "FEATURE_SEAM_OUT": str(out)}  # fmt: skip
+           "FEATURE_SEAM_OUT": str(out), "FEATURE_SEAM_AUX": "featws.gate:dynmoe_aux_loss"}  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "featws.model", variant], cwd=tmp_path, env=env, capture_output=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    problems = feature_check.check_seam(out, _spec("02-dynmoe")[0], "featws.gate:dynmoe_gate", "smoke")
+    problems = feature_check.check_seam(
+        out, _spec("02-dynmoe")[0], "featws.gate:dynmoe_gate", "smoke", "featws.gate:dynmoe_aux_loss"
+    )
     assert len(problems) == len(expect) and all(e in p for e, p in zip(expect, problems)), problems
 
 
 def _diff_calls(lambda_inits):
     learned = {k: True for k in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2", "norm_weight", "output")}
     grads = {f"{k}_grad": 0.1 for k in learned}
-    return [{"call": i, "lambda_init": x, "eps": 1e-5, **learned, **grads} for i, x in enumerate(lambda_inits)]
+    cut = {"shared_dims": [8, 8], "factors": dict.fromkeys(("q1", "k1", "q2", "k2"), 1.0)}
+    return [{"call": i, "lambda_init": x, "eps": 1e-5, **learned, **grads, **cut} for i, x in enumerate(lambda_inits)]
 
 
 def test_diff_attention_judges_lambda_init_by_the_paper_depth_rule():
@@ -321,12 +325,24 @@ def test_diff_attention_judges_lambda_init_by_the_paper_depth_rule():
 
 @pytest.mark.parametrize("profile", ["smoke", "gpu1", "paper"])
 def test_profile_facts_match_the_provided_models(profile):
-    """The layer count and top-k the seam rules hold a model to are those of the profile's provided config."""
+    """The layer count, top-k, expert count, qk head and YaRN temperature the seam rules hold a model to are those of
+    the profile's provided config."""
+    from pithtrain.models.deepseek_v2 import DeepseekV2Cfg, yarn_mscale
+
     text = (FEATURE / "provided" / profile / "pithtrain" / f"feature-{profile}.toml").read_text()
-    layers = int(re.search(r"^num_hidden_layers = (\d+)", text, flags=re.M).group(1))
-    top_k = int(re.search(r"^num_experts_per_tok = (\d+)", text, flags=re.M).group(1))
-    assert _check_module("03-diff-attention").LAYERS[profile] == layers
-    assert _check_module("04-moe-plus-plus").TOP_K[profile] == top_k
+
+    def fact(key, cast=int):
+        found = re.search(rf"^{key} = ([\d.]+)", text, flags=re.M)
+        return cast(found.group(1)) if found else getattr(DeepseekV2Cfg, key)
+
+    diff, moepp = _check_module("03-diff-attention"), _check_module("04-moe-plus-plus")
+    assert diff.LAYERS[profile] == fact("num_hidden_layers")
+    assert moepp.TOP_K[profile] == fact("num_experts_per_tok")
+    assert moepp.EXPERTS[profile] == fact("n_routed_experts")
+    assert _check_module("01-moba").QK_HEAD_DIM[profile] == fact("qk_nope_head_dim") + fact("qk_rope_head_dim")
+    assert diff.HALF_ROPE[profile] == fact("qk_rope_head_dim") // 2
+    temperature = yarn_mscale(fact("rope_factor", float), fact("rope_mscale_all_dim", float)) ** 2
+    assert max(diff.SCORE_FACTOR[profile]) == pytest.approx(temperature, rel=1e-3)
 
 
 def _measure(*args: str) -> subprocess.CompletedProcess:
@@ -335,13 +351,140 @@ def _measure(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_golds_pass_their_op_checks_every_time_small():
-    """25 op checks of each gold (the committed one): the quick form of the 1,000-check measurement below."""
+    """25 op checks of each gold's op and of DynMoE's aux function (the committed golds): the quick form of the
+    1,000-check measurement below."""
     done = _measure("--op-checks", "25")
-    assert done.returncode == 0 and done.stdout.count(" 0 FAIL") == 4, done.stdout + done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.count(" 0 FAIL") == 5, done.stdout + done.stderr[-2000:]
 
 
 @pytest.mark.slow
 def test_golds_pass_their_op_checks_every_time():
-    """The false-FAIL rate of tasks/feature/README.md: 1,000 op checks of each gold, none FAILs."""
+    """The false-FAIL rate of tasks/feature/README.md: 1,000 op checks of each gold (and of DynMoE's aux function),
+    none FAILs."""
     done = _measure("--op-checks", "1000")
-    assert done.returncode == 0 and done.stdout.count("1000 checks, 0 FAIL") == 4, done.stdout + done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.count("1000 checks, 0 FAIL") == 5, done.stdout + done.stderr[-2000:]
+
+
+def test_feature_json_names_the_aux_function_where_the_task_has_one(tmp_path):
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "feature.json").write_text(json.dumps({"op": "m:f", "enable": [], "disable": []}))
+    assert feature_check.load_feature_json(tmp_path)[1] == []
+    _, problems = feature_check.load_feature_json(tmp_path, needs_aux=True)
+    assert len(problems) == 1 and '"aux"' in problems[0]
+
+
+def test_moba_judges_the_qk_head_size_against_the_profile():
+    """Revision 2 (blind near miss nope-only-qk): MoBA on the no-RoPE parts only gets q and k 32 wide, not 48."""
+    m = _check_module("01-moba")
+    call = {"top_k": 3, "block_size": 16, "seq": 128, "output_grad": 1.0}
+    assert m.judge_calls([{**call, "qk_head_dim": [48, 48]}], "smoke") == []
+    problems = m.judge_calls([{**call, "qk_head_dim": [32, 32]}], "smoke")
+    assert len(problems) == 1 and "head size" in problems[0]
+
+
+def test_dynmoe_aux_loss_is_checked_by_value():
+    """Revision 2 (blind near miss aux-gram-wrong-dim): the [hidden, hidden] Gram has the same gradient as the
+    experts' Gram (their losses differ by a constant), so only the aux function's value tells it apart."""
+    spec, m = _spec("02-dynmoe")
+    assert feature_check.check_op(spec.aux.reference, spec.aux, label="aux") == []
+
+    def gram_wrong_dim(w_ED):
+        gram_DD = w_ED.T @ w_ED
+        return (gram_DD - torch.eye(gram_DD.shape[0])).pow(2).sum() + w_ED.pow(2).sum(-1).mean()
+
+    problems = feature_check.check_op(gram_wrong_dim, spec.aux, label="aux")
+    assert problems and all(p.startswith("aux: output 0 differs") for p in problems), problems
+    assert m.judge_aux_calls([{"expert_vectors": True, "loss": True, "loss_grad": 0.5}], "smoke") == []
+    assert (
+        "does not train on it" in m.judge_aux_calls([{"expert_vectors": True, "loss": True, "loss_grad": 0.0}], "")[0]
+    )
+
+
+def _rotate(x_BSHD):  # RoPE's pair rotation by position, enough for the checks to see turned dims
+    S, D = x_BSHD.shape[1], x_BSHD.shape[-1]
+    angle = torch.arange(S)[:, None] * 0.5 ** torch.arange(D // 2)[None]
+    c, s = angle.cos()[None, :, None], angle.sin()[None, :, None]
+    x0, x1 = x_BSHD[..., 0::2], x_BSHD[..., 1::2]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), -1).flatten(-2)
+
+
+class _ToyDiffMLA(torch.nn.Module):
+    """MLA's projections (smoke sizes: 4 heads, no-RoPE 32, RoPE 16, values 32) feeding differential attention,
+    with the halves cut as the instruction says, or as two near misses do."""
+
+    def __init__(self, op, variant):
+        super().__init__()
+        torch.manual_seed(0)
+        self.op, self.variant = op, variant
+        self.q_proj, self.kv_a, self.kv_b = (torch.nn.Linear(16, n, bias=False) for n in (4 * 48, 16 + 16, 4 * 64))
+        self.lambdas = torch.nn.ParameterList([torch.nn.Parameter(0.1 * torch.randn(24)) for _ in range(4)])
+        self.norm_weight = torch.nn.Parameter(torch.ones(32))
+
+    def forward(self, x):
+        B, S, _ = x.shape
+        q_nope, q_pe = self.q_proj(x).view(B, S, 4, 48).split([32, 16], -1)
+        c, k_pe = self.kv_a(x).split([16, 16], -1)
+        k_nope, v = self.kv_b(c).view(B, S, 4, 64).split([32, 32], -1)
+        q_pe, k_pe = _rotate(q_pe), _rotate(k_pe[:, :, None]).expand(B, S, 4, 16)
+        if self.variant == "split-concat-halves":
+            q1, q2 = torch.cat((q_nope, q_pe), -1).chunk(2, -1)
+            k1, k2 = torch.cat((k_nope, k_pe), -1).chunk(2, -1)
+        else:
+            halves = ((slice(0, 16), slice(0, 8)), (slice(16, 32), slice(8, 16)))  # (no-RoPE, RoPE) of each half
+            q1, q2 = (torch.cat((q_nope[..., h], q_pe[..., r]), -1) for h, r in halves)
+            k1, k2 = (torch.cat((k_nope[..., h], k_pe[..., r]), -1) for h, r in halves)
+        scale = 2**-0.5 if self.variant == "scale-full-head" else 1.0
+        return self.op(q1 * scale, k1, q2 * scale, k2, v, *self.lambdas, 0.2, self.norm_weight, 1e-5)
+
+
+@pytest.mark.parametrize(
+    "variant, expect",
+    [("gold", None), ("scale-full-head", "scales q and k before the op by [0.7071]"),
+     ("split-concat-halves", "shared by every head")],
+)  # fmt: skip
+def test_diff_attention_judges_how_the_layer_cuts_and_scales_q_and_k(variant, expect):
+    """Revision 2 (blind near misses scale-full-head and split-concat-halves): the seam reads the halves against the
+    calling layer's own projections (through its submodules' outputs) and MLA's RoPE key, shared by every head."""
+    spec, m = _spec("03-diff-attention")
+    calls = []
+    layer = _ToyDiffMLA(feature_check.recording(spec.reference, spec, calls), variant)
+    for _ in range(3):  # the first call hooks the layer's submodules; the next ones read them
+        layer(torch.randn(2, 12, 16)).square().sum().backward()
+    assert [c["factors"]["q1"] is not None for c in calls] == [False, True, True]
+    found = [p for p in m.judge_calls(calls, "smoke") if "scales" in p or "shared" in p]
+    assert found == [] if expect is None else (len(found) == 1 and expect in found[0]), found
+
+
+@pytest.mark.parametrize("experts, balance, expect", [(8, True, []), (12, True, ["routes over [12] experts"]),
+                                                      (8, False, ["no load-balancing loss"])])  # fmt: skip
+def test_moepp_judges_the_expert_count_and_the_balancing_loss(experts, balance, expect):
+    """Revision 2 (blind near misses zc-experts-added and no-load-balance-loss): the logits are as many as the
+    profile's experts, and in the last MoE layer a balancing loss on softmax(routed logits) reaches the experts a
+    token did not choose (two layers here, the second taking the first's routed logits)."""
+    spec, m = _spec("04-moe-plus-plus")
+    torch.manual_seed(0)
+    calls = []
+    op = feature_check.recording(spec.reference, spec, calls)
+    x = torch.randn(64, 16)
+    gates = [torch.nn.Parameter(torch.randn(16, experts)) for _ in range(2)]
+    w_g = torch.nn.Parameter(0.1 * torch.randn(experts, experts))
+    const = [torch.nn.Parameter(torch.randn(2, 16)), torch.nn.Parameter(torch.randn(2, 2, 16))]
+    prev, loss = None, 0
+    for gate in gates:
+        y, prev = op(x, x @ gate, prev, w_g, torch.randn(64, experts - 4, 16), *const, 2, 1, 1)
+        loss = loss + (y * torch.randn(y.shape)).sum()
+        if balance:
+            p_TE = prev.softmax(-1)
+            f_E = torch.zeros(experts).scatter_add_(0, p_TE.topk(2, -1).indices.flatten(), torch.ones(128))
+            loss = loss + 1e-2 * (f_E * p_TE.mean(0)).sum()
+    loss.backward()
+    assert [c["feeds_later"] for c in calls] == [True, False]
+    found = [p for p in m.judge_calls(calls, "smoke") if "routes over" in p or "load-balancing" in p]
+    assert len(found) == len(expect) and all(e in p for e, p in zip(expect, found)), found
+
+
+def test_seam_fails_a_model_that_never_calls_the_aux_function(tmp_path):
+    spec = _spec("02-dynmoe")[0]
+    (tmp_path / "seam-1.json").write_text(json.dumps([{"call": 0, "error": "stands for any recorded gate call"}]))
+    problems = feature_check.check_seam(tmp_path, spec, "m:dynmoe_gate", "smoke", "m:dynmoe_aux_loss")
+    assert any("never called m:dynmoe_aux_loss" in p for p in problems), problems

@@ -1,5 +1,6 @@
 """feature-01 MoBA: the agent's moba_attention against reference.py, then training, what the model feeds the op
-(top-3 of 8 blocks of the profile's sequence; the output used) and liveness (feature_check.py). float32 only: the
+(top-3 of 8 blocks of the profile's sequence; q and k as wide as the model's whole qk head, RoPE part included;
+the output used) and liveness (feature_check.py). float32 only: the
 block choice is a discrete top-k, which bf16 gate scores may break differently from ours."""
 
 import sys
@@ -12,6 +13,7 @@ sys.path.insert(0, str(HERE.parent))  # feature_check.py
 from feature_check import OpSpec, grad_probe, load_reference, main  # noqa: E402
 
 moba_attention_reference = load_reference(HERE).moba_attention_reference
+QK_HEAD_DIM = {"smoke": 48, "gpu1": 192, "paper": 192}  # qk_nope_head_dim + qk_rope_head_dim of each profile's model
 
 
 def make_inputs(gen, dtype):
@@ -23,6 +25,7 @@ def make_inputs(gen, dtype):
 
 def record_call(record, op, a, out):
     record["top_k"], record["block_size"], record["seq"] = int(a["top_k"]), int(a["block_size"]), a["q"].shape[1]
+    record["qk_head_dim"] = [a["q"].shape[-1], a["k"].shape[-1]]
     grad_probe(record, "output", out)
 
 
@@ -33,6 +36,12 @@ def judge_calls(calls, profile):
     blocks = {-(-c["seq"] // c["block_size"]) for c in calls}
     if blocks != {8}:
         problems.append(f"the model cuts its sequence into {sorted(blocks)} blocks; the task says 8")
+    dims = {tuple(c["qk_head_dim"]) for c in calls}
+    if dims != {(QK_HEAD_DIM[profile],) * 2}:
+        problems.append(
+            f"the model passes q and k of head size {sorted(dims)}; attention's queries and keys after RoPE (no-RoPE "
+            f"and RoPE parts together) are {QK_HEAD_DIM[profile]} wide in this profile"
+        )
     if not max(c["output_grad"] for c in calls) > 0:
         problems.append("no gradient reached the op's output: the model does not use it")
     return problems

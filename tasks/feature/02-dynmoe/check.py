@@ -1,7 +1,9 @@
 """feature-02 DynMoE: the agent's dynmoe_gate against reference.py (forward and the straight-through gradients) on
 inputs that reach every rule (a token with no active expert, a token above the cap), then training, what the model
 does with the op (thresholds start at 0, learn, and receive gradients; k_max 12; the op's weights are used) and
-liveness (feature_check.py). float32 only: activation is a discrete threshold test."""
+liveness (feature_check.py); and the auxiliary loss the instruction names (feature.json "aux") against reference.py,
+called by the model, which trains on it (a gradient reaches its value). float32 only: activation is a discrete
+threshold test."""
 
 import sys
 from pathlib import Path
@@ -13,7 +15,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
 from feature_check import OpSpec, grad_probe, load_reference, main, replay_error  # noqa: E402
 
-dynmoe_gate_reference = load_reference(HERE).dynmoe_gate_reference
+reference = load_reference(HERE)
+dynmoe_gate_reference, dynmoe_aux_loss_reference = reference.dynmoe_gate_reference, reference.dynmoe_aux_loss_reference
 K_MAX = 12  # the instruction's k_max
 FAR = 4.0  # thresholds at -FAR make every expert active (sigmoid(cos) >= 0.27 > 0.018), at +FAR none (<= 0.73 < 0.98)
 
@@ -82,7 +85,33 @@ def judge_calls(calls, profile):
     return problems
 
 
-SPEC = OpSpec(dynmoe_gate_reference, make_inputs, {torch.float32: 1e-4}, lambda out: [out], record_call, judge_calls)
+def make_aux_inputs(gen, dtype):
+    """16 expert vectors of 32: the Gram's [E, E] and the [D, D] one differ in value by D - E, in gradient not at all
+    (||W^T W - I||^2 - ||W W^T - I||^2 is constant), so only the value tells them apart."""
+    return [(0.3 * torch.randn(16, 32, generator=gen)).to(dtype).requires_grad_()], {}
+
+
+def record_aux_call(record, op, a, out):
+    grad_probe(record, "expert_vectors", a["expert_vectors"])
+    grad_probe(record, "loss", out)
+
+
+def judge_aux_calls(calls, profile):
+    problems = []
+    if not all(c["expert_vectors"] for c in calls):
+        problems.append("the expert vectors the model passes to the auxiliary loss do not require grad")
+    if not max(c["loss_grad"] for c in calls) > 0:
+        problems.append("no gradient reached the auxiliary loss in any call: the model does not train on it")
+    return problems
+
+
+AUX = OpSpec(
+    dynmoe_aux_loss_reference, make_aux_inputs, {torch.float32: 1e-4}, lambda out: [out], record_aux_call,
+    judge_aux_calls,
+)  # fmt: skip
+SPEC = OpSpec(
+    dynmoe_gate_reference, make_inputs, {torch.float32: 1e-4}, lambda out: [out], record_call, judge_calls, AUX
+)
 
 if __name__ == "__main__":
     sys.exit(main(SPEC, __file__))

@@ -44,3 +44,12 @@ def dynmoe_gate_reference(x, expert_vectors, thresholds, k_max: int):
     k_T = (active_TE.detach() > 0).sum(-1, keepdim=True)
     fallback_TE = F.one_hot(score_TE.detach().argmax(-1), score_TE.shape[-1]).to(acc) * (k_T == 0)
     return active_TE / k_T.clamp(min=1) + fallback_TE
+
+
+def dynmoe_aux_loss_reference(expert_vectors):
+    """The auxiliary loss the task names (`artifacts/feature.json` "aux"): ||W^T W - I||^2 + mean_e ||w_e||^2, with
+    W = expert_vectors^T [D, E] (one column per expert, so W^T W is the experts' [E, E] Gram) and ||.||^2 the sum of
+    squares; a scalar."""
+    w_ED = expert_vectors.to(torch.promote_types(expert_vectors.dtype, torch.float32))
+    gram_EE = w_ED @ w_ED.T
+    return (gram_EE - torch.eye(gram_EE.shape[0], dtype=w_ED.dtype)).pow(2).sum() + w_ED.pow(2).sum(-1).mean()

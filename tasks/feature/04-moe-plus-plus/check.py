@@ -1,10 +1,12 @@
 """feature-04 MoE++: the agent's moepp_expert_mix against reference.py (output and routed logits, forward and
 gradients) on inputs where every expert kind is chosen, then training, what the model does with the op (called in
-every MoE layer, the first without previous logits, 1 zero, 1 copy and 2 constant experts after the FFN ones, the
-model's top-k, learnable W_g, v and W_c that receive gradients, both outputs used, no token's output dropped) and
+every MoE layer, the first without previous logits, 1 zero, 1 copy and 2 constant experts after the FFN ones, as
+many logits as the profile's model has experts, the model's top-k, the load-balancing loss reaching the last layer's
+logits, learnable W_g, v and W_c that receive gradients, both outputs used, no token's output dropped) and
 liveness (feature_check.py). float32 only: routing is a discrete top-k."""
 
 import sys
+import weakref
 from pathlib import Path
 
 import torch
@@ -15,6 +17,9 @@ from feature_check import OpSpec, grad_probe, load_reference, main  # noqa: E402
 
 moepp_expert_mix_reference = load_reference(HERE).moepp_expert_mix_reference
 TOP_K = {"smoke": 2, "gpu1": 6, "paper": 6}  # num_experts_per_tok of each profile's provided model
+EXPERTS = {"smoke": 8, "gpu1": 64, "paper": 64}  # n_routed_experts: MoE++ takes its 4 zero-computation ones out
+BALANCE_FLOOR = 1e-4  # below it, a token's logit gradient off the chosen experts' softmax is rounding (float32 ~1e-6)
+_ROUTED: list = []  # (weak reference to a call's routed logits, its record): a later call's prev_logits marks it
 KINDS = ("ffn", "zero", "copy", "constant 0", "constant 1")
 LEARNED = ("residual_weight", "const_vectors", "const_gate_weight")
 
@@ -53,6 +58,31 @@ def make_inputs(gen, dtype):
     return [t.to(dtype).requires_grad_() for t in args], {"top_k": 2, "num_zero": 1, "num_copy": 1}
 
 
+def off_softmax_probe(record, logits, routed, top_k):
+    """record["off_softmax"]: the largest share of a token's logit gradient, on the experts it did not choose, that is
+    not the softmax's of its chosen ones. If the layer's loss terms reach its probabilities p = softmax(routed) only
+    at the chosen experts (the experts' outputs weighted by them), an unchosen expert e gets exactly -p_e <p, g>,
+    one multiple of p per token; a load-balancing loss on p adds a term per expert. A later layer's gating residual
+    adds one too, so only the last MoE layer's calls are judged by it."""
+    record["off_softmax"] = None
+    if not (torch.is_tensor(logits) and logits.requires_grad):
+        return
+    p_TE = routed.detach().float().softmax(-1)
+    unchosen_TE = torch.ones_like(p_TE, dtype=torch.bool).scatter_(-1, p_TE.topk(top_k, -1).indices, False)
+
+    def hook(g):
+        try:
+            g_TE = g.detach().float().reshape(p_TE.shape)
+            gu_TE, pu_TE = g_TE * unchosen_TE, p_TE * unchosen_TE
+            c_T1 = (gu_TE * pu_TE).sum(-1, keepdim=True) / (pu_TE * pu_TE).sum(-1, keepdim=True).clamp(min=1e-30)
+            share_T = (gu_TE - c_T1 * pu_TE).norm(dim=-1) / g_TE.norm(dim=-1).clamp(min=1e-30)
+            record["off_softmax"] = max(record["off_softmax"] or 0.0, float(share_T.max()))
+        except Exception as e:
+            record["error"] = f"recording the logits' gradient: {type(e).__name__}: {e}"
+
+    logits.register_hook(hook)
+
+
 def record_call(record, op, a, out):
     record["top_k"], record["num_zero"], record["num_copy"] = int(a["top_k"]), int(a["num_zero"]), int(a["num_copy"])
     record["ffn"], record["constant"] = a["ffn_out"].shape[1], a["const_vectors"].shape[0]
@@ -61,6 +91,14 @@ def record_call(record, op, a, out):
         grad_probe(record, key, a[key])
     grad_probe(record, "y", out[0])
     grad_probe(record, "routed_logits", out[1])
+    record["feeds_later"] = False  # set when a later call takes this call's routed logits as its prev_logits
+    prev = a["prev_logits"]
+    for ref, earlier in _ROUTED if prev is not None else ():
+        t = ref()  # the same tensor, or a view of it (detach): prev_logits is that call's routed logits
+        if t is not None and (t is prev or (t.data_ptr(), t.shape) == (prev.data_ptr(), prev.shape)):
+            earlier["feeds_later"] = True
+    _ROUTED[:] = [(ref, c) for ref, c in _ROUTED if ref() is not None] + [(weakref.ref(out[1]), record)]
+    off_softmax_probe(record, a["logits"], out[1], record["top_k"])
     record["chosen"] = chosen_kinds(
         a["logits"].detach(), a["prev_logits"], a["residual_weight"].detach(), record["ffn"], record["top_k"]
     )
@@ -73,6 +111,11 @@ def judge_calls(calls, profile):
         problems.append(
             f"the model's (zero, copy, constant, zero-computation) experts are {sorted(split)}; the task says "
             "(1, 1, 2, 4)"
+        )
+    if {c["experts"] for c in calls} != {EXPERTS[profile]}:
+        problems.append(
+            f"the model routes over {sorted({c['experts'] for c in calls})} experts; the profile's model has "
+            f"{EXPERTS[profile]}, the 4 zero-computation experts taken out of them, not added"
         )
     if {c["top_k"] for c in calls} != {TOP_K[profile]}:
         problems.append(f"the model routes top-{sorted({c['top_k'] for c in calls})}; its top-k is {TOP_K[profile]}")
@@ -93,6 +136,13 @@ def judge_calls(calls, profile):
     dropped = max((c["y_zero_rows"] or 0) for c in calls)
     if dropped:
         problems.append(f"{dropped} tokens' y got no gradient in one call: the model drops the op's output for them")
+    last = [c["off_softmax"] for c in calls if not c["feeds_later"] and c["off_softmax"] is not None]
+    if last and not max(last) >= BALANCE_FLOOR:
+        problems.append(
+            "in the last MoE layer, the logits' gradient on the experts a token did not choose is only the softmax's "
+            f"of its chosen ones (at most {max(last):.1e} of a token's gradient is not): no load-balancing loss on "
+            "softmax(routed_logits) reaches the routing"
+        )
     totals = {k: sum(c["chosen"][k] for c in calls) for k in KINDS}
     if min(totals.values()) == 0:
         problems.append(
