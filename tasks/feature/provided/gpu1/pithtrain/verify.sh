@@ -23,6 +23,7 @@ import pithtrain.tasks.pretrain_lm as pretrain_lm
 torch.use_deterministic_algorithms(True, warn_only=True)
 torch.utils.deterministic.fill_uninitialized_memory = False  # keep torch.empty as it was: no NaN fill
 pretrain_lm.save_checkpoint = lambda *args, **kwargs: None
+pretrain_lm.check_checkpoint_dir = lambda *args, **kwargs: None  # nothing is saved, so no room is needed
 runpy.run_module("pithtrain", run_name="__main__", alter_sys=True)
 ' train feature-gpu1.toml --set training.max_steps=4 \
   --set run_dir="artifacts/runs/verify-$stamp" "$@" 2>&1 | tee -a "$log"
