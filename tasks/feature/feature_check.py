@@ -16,10 +16,14 @@ printing one `FAIL: <reason>` line per failed condition:
       them, the calling layer's own submodule outputs, read through `calling_modules`);
   (c) training: that verify.sh run and `train.sh` with "enable" complete with finite losses that fall (the mean of
       the last quarter of steps is below the mean of the first quarter);
-  (d) liveness: `verify.sh` run three times with no extra arguments (the base configuration, same seed) gives the
-      noise envelope (the largest per-step gap of any two, never below one unit of the last printed digit); with
-      "enable" the losses leave 3x that envelope from every base run, with "disable" they stay within 3x of the
-      nearest base run (the switch is off by default and turning it off restores the base path).
+  (d) liveness: `verify.sh` run three times with no extra arguments (the base configuration, same seed). Step 1
+      (the forward at initialisation, before any update) is reproducible on every machine: there, the envelope is
+      the base runs' spread, never below one unit of the last printed digit. Later steps are reproducible on a CPU
+      but not on a GPU, whose backward is not bitwise deterministic: there, the envelope is the largest gap of any
+      two base runs, never below one unit nor below the profile's measured noise (`LATER_STEP_NOISE`). With
+      "disable" the losses stay within the envelope at step 1 and within 3x of it later, from the nearest base run
+      (the switch is off by default and turning it off restores the base path); with "enable" they leave it, at
+      step 1 or by 3x later, from every base run.
 A workspace that cannot be run is the agent's FAIL; a bug here is a traceback, which the harness reports as ERROR.
 Checkers run with the harness's Python (torch installed); the provided scripts run with the workspace's.
 """
@@ -57,6 +61,12 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ENVELOPE_FLOOR = 1e-6  # two identical CPU runs agree exactly; this keeps a zero envelope from failing rounding
 ENVELOPE_MULTIPLE = 3.0  # "outside the envelope" means beyond 3x the base-vs-base gap
 BASE_RUNS = 3  # the envelope is the largest gap among three base runs: two gave one sample of a GPU's noise
+# After step 1, a GPU's runs drift apart (not bitwise reproducible backward), and three base runs that happen to agree
+# give an envelope narrower than the noise: 16 base and off runs of the gpu1 profile on one H200 (2d7227a,
+# results/ate/gpu1/20261202T1158Z-feature-gpu1-liveness.log) were at most 3.1e-3 apart at losses near 11, 2.9e-4 of
+# the loss; with no floor, 257 of 7,280 choices of three base runs and one other failed a correct off run at 3x. A
+# CPU's runs are identical: its profile has no floor, so every step is held to the printed digit.
+LATER_STEP_NOISE = {"smoke": 0.0, "gpu1": 3e-4, "paper": 3e-4}  # relative to the loss, steps 2 on
 GRAD_DRAWS = 3  # random output gradients whose reference gradients give each input gradient's scale
 SEAM_PROBE = Path(__file__).resolve().parent / "seam_probe"  # its sitecustomize.py wraps the op in the trainer
 SEAM_REPLAY_CALLS = 8  # per process, the first calls (the first step's) are replayed through op and reference
@@ -481,7 +491,7 @@ def falling(script: str, printed: list[str]) -> list[str]:
 
 
 def check_training(
-    workspace: Path, framework: str, feature: dict, timeout_s: float, on_printed: list[str]
+    workspace: Path, framework: str, feature: dict, timeout_s: float, on_printed: list[str], profile: str
 ) -> list[str]:
     """Parts (b) and (d), given the losses of verify.sh with the feature on (run under the seam probe)."""
     problems = falling("verify.sh", on_printed)
@@ -492,28 +502,35 @@ def check_training(
     problems += [f"liveness: {why}" for _, why in runs if why]
     if problems:
         return problems
-    return liveness(on_printed, [printed for printed, _ in runs[:-1]], runs[-1][0])
+    return liveness(on_printed, [printed for printed, _ in runs[:-1]], runs[-1][0], LATER_STEP_NOISE[profile])
 
 
-def liveness(on_printed: list[str], bases_printed: list[list[str]], off_printed: list[str]) -> list[str]:
-    """The switch changes the model (on leaves 3x the envelope from every base run) and off restores the base path
-    (off within 3x the envelope of the nearest base run). Envelope: the largest gap between two base runs."""
-    resolution = printed_resolution(on_printed, off_printed, *bases_printed)
+def liveness(
+    on_printed: list[str], bases_printed: list[list[str]], off_printed: list[str], later_noise: float
+) -> list[str]:
+    """The switch changes the model (on leaves the envelope from every base run: at step 1, or by 3x later) and off
+    restores the base path (off within the envelope of the nearest base run at step 1 and within 3x of it later).
+    Step 1's envelope is the base runs' spread there; the later steps' the largest gap between two base runs, never
+    below `later_noise` of the loss (the machine's run-to-run noise). Both never below one printed unit."""
+    resolution = max(ENVELOPE_FLOOR, printed_resolution(on_printed, off_printed, *bases_printed))
     on, off = [float(s) for s in on_printed], [float(s) for s in off_printed]
     bases = [[float(s) for s in b] for b in bases_printed]
-    pairs = [_gap(a, b) for i, a in enumerate(bases) for b in bases[i + 1 :]]
-    envelope = max(ENVELOPE_FLOOR, resolution, *pairs)
-    on_gap, off_gap = min(_gap(on, b) for b in bases), min(_gap(off, b) for b in bases)
+    first = max(resolution, max(b[0] for b in bases) - min(b[0] for b in bases))
+    pairs = [_gap(a[1:], b[1:]) for i, a in enumerate(bases) for b in bases[i + 1 :] if len(a) > 1]
+    later = max(resolution, *pairs, later_noise * max(abs(x) for b in bases for x in b[1:] or [0.0]))
+    on_first, off_first = min(abs(on[0] - b[0]) for b in bases), min(abs(off[0] - b[0]) for b in bases)
+    on_later = min(_gap(on[1:], b[1:]) for b in bases) if len(on) > 1 else 0.0
+    off_later = min(_gap(off[1:], b[1:]) for b in bases) if len(off) > 1 else 0.0
     problems = []
-    if not on_gap > ENVELOPE_MULTIPLE * envelope:
+    if not (on_first > first or on_later > ENVELOPE_MULTIPLE * later):
         problems.append(
-            f"liveness: with the feature on, the losses stay within the base envelope (gap {on_gap:.2e}, "
-            f"envelope {envelope:.2e}): the switch changes nothing"
+            f"liveness: with the feature on, the losses stay within the base envelope (step 1: gap {on_first:.2e}, "
+            f"envelope {first:.2e}; later: gap {on_later:.2e}, envelope {later:.2e}): the switch changes nothing"
         )
-    if not off_gap <= ENVELOPE_MULTIPLE * envelope:
+    if not (off_first <= first and off_later <= ENVELOPE_MULTIPLE * later):
         problems.append(
-            f"liveness: with the feature off, the losses leave the base envelope (gap {off_gap:.2e}, "
-            f"envelope {envelope:.2e}): the base path changed"
+            f"liveness: with the feature off, the losses leave the base envelope (step 1: gap {off_first:.2e}, "
+            f"envelope {first:.2e}; later: gap {off_later:.2e}, envelope {later:.2e}): the base path changed"
         )
     return problems
 
@@ -531,7 +548,7 @@ def check_model(
         problems = check_seam(Path(seam_dir), spec, feature["op"], profile, feature.get("aux", ""))
     if problems:
         return problems + ["train.sh and liveness: not checked, since the model misuses the op"]
-    return check_training(workspace, framework, feature, timeout_s, on_printed)
+    return check_training(workspace, framework, feature, timeout_s, on_printed, profile)
 
 
 def main(spec: OpSpec, check_py: str) -> int:

@@ -104,7 +104,8 @@ def measure_liveness(task: str, ws: Path, checks: int, profile: str) -> bool:
     for _ in range(checks):
         on, seam = seam_run(task, ws, feature, profile)
         bases = [verify(ws, []) for _ in range(feature_check.BASE_RUNS)]
-        problems = seam + feature_check.liveness(on, bases, verify(ws, feature["disable"]))
+        off = verify(ws, feature["disable"])
+        problems = seam + feature_check.liveness(on, bases, off, feature_check.LATER_STEP_NOISE[profile])
         failures += bool(problems)
         reasons += problems
         print(f"{task} seam+liveness check: {problems or 'PASS'}", flush=True)
@@ -117,7 +118,10 @@ def measure_pool(task: str, ws: Path, n_base: int, n_off: int, profile: str) -> 
     on, seam = seam_run(task, ws, feature, profile)
     bases = [verify(ws, []) for _ in range(n_base)]
     offs = [verify(ws, feature["disable"]) for _ in range(n_off)]
-    verdicts = [feature_check.liveness(on, list(b), off) for b in itertools.combinations(bases, 3) for off in offs]
+    noise = feature_check.LATER_STEP_NOISE[profile]
+    verdicts = [
+        feature_check.liveness(on, list(b), off, noise) for b in itertools.combinations(bases, 3) for off in offs
+    ]
     failures = sum(bool(v) for v in verdicts)
     gaps = sorted(
         feature_check._gap([float(x) for x in a], [float(x) for x in b])

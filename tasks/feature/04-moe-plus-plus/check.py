@@ -2,7 +2,8 @@
 gradients) on inputs where every expert kind is chosen, then training, what the model does with the op (called in
 every MoE layer, the first without previous logits, 1 zero, 1 copy and 2 constant experts after the FFN ones, as
 many logits as the profile's model has experts, the model's top-k, the load-balancing loss reaching the last layer's
-logits, learnable W_g, v and W_c that receive gradients, both outputs used, no token's output dropped) and
+logits, learnable W_g, v and W_c that receive gradients, previous logits that pass the gradient back to their
+layer, both outputs used, no token's output dropped) and
 liveness (feature_check.py). float32 only: routing is a discrete top-k."""
 
 import sys
@@ -89,6 +90,8 @@ def record_call(record, op, a, out):
     record["experts"], record["first_layer"] = a["logits"].shape[-1], a["prev_logits"] is None
     for key in LEARNED if a["prev_logits"] is not None else LEARNED[1:]:
         grad_probe(record, key, a[key])
+    if a["prev_logits"] is not None:  # the gating residual trains the previous layer's router too (revision 3)
+        grad_probe(record, "prev_logits", a["prev_logits"])
     grad_probe(record, "y", out[0])
     grad_probe(record, "routed_logits", out[1])
     record["feeds_later"] = False  # set when a later call takes this call's routed logits as its prev_logits
@@ -130,6 +133,14 @@ def judge_calls(calls, profile):
             problems.append(f"the {key} the model passes does not require grad: it cannot learn")
         elif not max(c[f"{key}_grad"] for c in with_key) > 0:
             problems.append(f"no gradient reached {key} in any call")
+    with_prev = [c for c in calls if not c["first_layer"]]
+    if with_prev and not all(c["prev_logits"] for c in with_prev):
+        problems.append(
+            "the prev_logits the model passes do not require grad (detached): the gating residual must carry the "
+            "next layer's routing gradient back to the previous layer's router"
+        )
+    elif with_prev and not max(c["prev_logits_grad"] for c in with_prev) > 0:
+        problems.append("no gradient reached prev_logits in any call: the gating residual does not train it")
     for key in ("y", "routed_logits"):
         if not max(c[f"{key}_grad"] for c in calls) > 0:
             problems.append(f"no gradient reached the op's {key}: the model does not use it")
