@@ -16,6 +16,8 @@ experts on expert-grouped tokens), `forward_stage5` (weighted combine + residual
 experts run inside stage 1 and are added to the returned residual, so stages 3-5 only see routed experts. A
 dense layer does its whole work in stage 1 and returns `n_TD = None`; callers then skip stages 2-5.
 Attribute names follow transformers' DeepseekV2; the Hub keeps one tensor per expert on disk.
+Under training.precision = "fp8" (`precision.fp8`), the routed and shared experts, the head and the attention
+projections but kv_a_proj_with_mqa run FP8 matmuls (operators/fp8_linear.py); the dense layers' MLP stays bf16.
 """
 
 import dataclasses
@@ -30,10 +32,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from pithtrain.config import ConfigError, NonNegative, Positive, Range
-from pithtrain.contexts import distributed
+from pithtrain.contexts import distributed, precision
 from pithtrain.modules.expert_parallel import combine, dispatch
 from pithtrain.modules.ring_attention import ring_attention
 from pithtrain.operators.cross_entropy import linear_cross_entropy
+from pithtrain.operators.fp8_linear import fp8_grouped_linear, fp8_linear
 from pithtrain.operators.swiglu import swiglu
 from pithtrain.operators.weight_cast import cast_weight
 
@@ -188,6 +191,11 @@ def apply_rope(x_BHSDr: torch.Tensor, cos_BSF: torch.Tensor, sin_BSF: torch.Tens
     return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2).to(x_BHSDr.dtype)
 
 
+def project(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """A projection that may run FP8: FP8 matmuls under training.precision = "fp8" (operators/fp8_linear.py)."""
+    return fp8_linear(x, linear.weight) if precision.fp8 else linear(x)
+
+
 class DeepseekV2Attention(nn.Module):
     """Multi-head latent attention on causal SDPA, or ring attention under CP (keys Dq wide, values Dv wide)."""
 
@@ -214,10 +222,14 @@ class DeepseekV2Attention(nn.Module):
     def forward(self, x_BSD: torch.Tensor, cos_BSF: torch.Tensor, sin_BSF: torch.Tensor) -> torch.Tensor:
         B, S, _ = x_BSD.shape
         H, Dn, Dr, Dv = self.num_heads, self.nope_dim, self.rope_dim, self.v_dim
-        q_flat = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x_BSD))) if self.q_lora_rank else self.q_proj(x_BSD)
+        if self.q_lora_rank:
+            q_flat = project(self.q_b_proj, self.q_a_layernorm(project(self.q_a_proj, x_BSD)))
+        else:
+            q_flat = project(self.q_proj, x_BSD)
         q_nope_BHSDn, q_pe_BHSDr = q_flat.view(B, S, H, Dn + Dr).transpose(1, 2).split([Dn, Dr], dim=-1)
+        # Never FP8: its output width C + Dr (512 + 64 = 576 in V2 and V2-Lite) is not a multiple of 128.
         c_BSC, k_pe_BSDr = self.kv_a_proj_with_mqa(x_BSD).split([self.kv_lora_rank, Dr], dim=-1)
-        kv_BHSDnv = self.kv_b_proj(self.kv_a_layernorm(c_BSC)).view(B, S, H, Dn + Dv).transpose(1, 2)
+        kv_BHSDnv = project(self.kv_b_proj, self.kv_a_layernorm(c_BSC)).view(B, S, H, Dn + Dv).transpose(1, 2)
         k_nope_BHSDn, v_BHSDv = kv_BHSDnv.split([Dn, Dv], dim=-1)
         q_pe_BHSDr = apply_rope(q_pe_BHSDr, cos_BSF, sin_BSF)
         k_pe_B1SDr = apply_rope(k_pe_BSDr[:, None], cos_BSF, sin_BSF)
@@ -229,7 +241,7 @@ class DeepseekV2Attention(nn.Module):
             o_BHSDv = F.scaled_dot_product_attention(
                 q_BHSDq, k_BHSDq, v_BHSDv, is_causal=True, scale=self.softmax_scale
             )
-        return self.o_proj(o_BHSDv.transpose(1, 2).reshape(B, S, H * Dv))
+        return project(self.o_proj, o_BHSDv.transpose(1, 2).reshape(B, S, H * Dv))
 
 
 def attention_reference(attn: DeepseekV2Attention, x_BSD: torch.Tensor, cos_BSF: torch.Tensor, sin_BSF: torch.Tensor):
@@ -264,15 +276,21 @@ def attention_reference(attn: DeepseekV2Attention, x_BSD: torch.Tensor, cos_BSF:
 
 
 class DeepseekV2MLP(nn.Module):
-    """SwiGLU MLP: the dense layers' MLP and the shared experts."""
+    """SwiGLU MLP: the dense layers' MLP and the shared experts. Only the shared experts (fp8_ok) run FP8 under
+    training.precision = "fp8": their width is n_shared_experts x moe_intermediate_size, checked to be a multiple
+    of 128; the dense MLP stays bf16 (one or a few layers, and V2-Lite's intermediate_size 10944 = 85.5 x 128)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int):
+    def __init__(self, hidden_size: int, intermediate_size: int, fp8_ok: bool = False):
         super().__init__()
         self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
         self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.fp8_ok = fp8_ok
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if precision.fp8 and self.fp8_ok:
+            h = F.silu(fp8_linear(x, self.gate_proj.weight)) * fp8_linear(x, self.up_proj.weight)
+            return fp8_linear(h, self.down_proj.weight)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -290,6 +308,9 @@ class DeepseekV2Experts(nn.Module):
     def forward(self, x_ND: torch.Tensor, tokens_per_expert_E: torch.Tensor) -> torch.Tensor:
         """x_ND holds the routed copies sorted by expert; tokens_per_expert_E gives each expert's slice."""
         offsets_E = torch.cumsum(tokens_per_expert_E, 0).to(torch.int32)
+        if precision.fp8:  # operators/fp8_linear.py
+            h_NI = swiglu(fp8_grouped_linear(x_ND, self.gate_up_proj, offsets_E))
+            return fp8_grouped_linear(h_NI, self.down_proj, offsets_E)
         x_ND = x_ND.to(autocast_dtype(x_ND))  # autocast does not cover grouped matmuls
         gate_up_N2I = torch._grouped_mm(
             x_ND, cast_weight(self.gate_up_proj, x_ND.dtype).transpose(-2, -1), offs=offsets_E
@@ -352,7 +373,7 @@ class DeepseekV2Moe(nn.Module):
         self.cfg = cfg
         self.gate = nn.Linear(cfg.hidden_size, cfg.n_routed_experts, bias=False)
         self.experts = DeepseekV2Experts(cfg)
-        self.shared_experts = DeepseekV2MLP(cfg.hidden_size, cfg.moe_intermediate_size * cfg.n_shared_experts)
+        self.shared_experts = DeepseekV2MLP(cfg.hidden_size, cfg.moe_intermediate_size * cfg.n_shared_experts, True)
 
     def route(self, x_BSD: torch.Tensor, aux_loss_scale: float):
         """Scores in fp32, optional group limit, top-k, optional renormalisation, routed scaling factor.
@@ -498,7 +519,7 @@ class DeepseekV2LMHead(nn.Linear):
             return F.linear(n_TD, self.weight)
         dtype = autocast_dtype(n_TD)
         with torch.autocast(n_TD.device.type, enabled=False):  # the weight is cast inside, its gradient summed in fp32
-            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T)
+            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T, fp8=precision.fp8)
 
 
 class DeepseekV2Model(nn.Module):

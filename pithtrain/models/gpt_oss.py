@@ -17,6 +17,9 @@ on expert-grouped tokens), `forward_stage5` (weighted combine + residual); stage
 Attribute names and tensor layouts follow transformers' GptOss, which is also the Hub's bf16 on-disk layout:
 experts keep [E, D, 2I] weights with gate and up columns interleaved. The released checkpoints store the experts
 in MXFP4; importing those is refused with the command that dequantizes them.
+Under training.precision = "fp8" (`precision.fp8`), the attention projections, the experts and the head run FP8
+matmuls (operators/fp8_linear.py), each bias added in bf16 after its FP8 product. The released sizes (hidden and
+expert width 2880 = 22.5 x 128) do not split into 128-wide blocks, so FP8 takes widths that do (checked at set-up).
 """
 
 import dataclasses
@@ -31,10 +34,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from pithtrain.config import ConfigError, Positive, Range
-from pithtrain.contexts import distributed
+from pithtrain.contexts import distributed, precision
 from pithtrain.modules.expert_parallel import combine, dispatch
 from pithtrain.modules.ring_attention import ring_attention
 from pithtrain.operators.cross_entropy import linear_cross_entropy
+from pithtrain.operators.fp8_linear import fp8_grouped_linear, fp8_linear
 from pithtrain.operators.weight_cast import cast_weight
 
 
@@ -177,6 +181,12 @@ def sink_attention_reference(q_BHSDh, k_BHSDh, v_BHSDh, sinks_H, window: int | N
     return probs_BHSS.to(v_BHSDh.dtype) @ v_BHSDh
 
 
+def project(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """A biased attention projection: under training.precision = "fp8" an FP8 matmul (operators/fp8_linear.py,
+    which has no bias) with the bias added in bf16 after it."""
+    return fp8_linear(x, linear.weight) + linear.bias.to(torch.bfloat16) if precision.fp8 else linear(x)
+
+
 class GptOssAttention(nn.Module):
     """Grouped-query attention with biases and per-head sinks; sliding-window on even layers."""
 
@@ -197,16 +207,16 @@ class GptOssAttention(nn.Module):
     def forward(self, x_BSD: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, S, _ = x_BSD.shape
         H, G, Dh = self.num_heads, self.num_kv_heads, self.head_dim
-        q_BHSDh = apply_rope(self.q_proj(x_BSD).view(B, S, H, Dh).transpose(1, 2), cos, sin)
-        k_BGSDh = apply_rope(self.k_proj(x_BSD).view(B, S, G, Dh).transpose(1, 2), cos, sin)
-        v_BGSDh = self.v_proj(x_BSD).view(B, S, G, Dh).transpose(1, 2)
+        q_BHSDh = apply_rope(project(self.q_proj, x_BSD).view(B, S, H, Dh).transpose(1, 2), cos, sin)
+        k_BGSDh = apply_rope(project(self.k_proj, x_BSD).view(B, S, G, Dh).transpose(1, 2), cos, sin)
+        v_BGSDh = project(self.v_proj, x_BSD).view(B, S, G, Dh).transpose(1, 2)
         if distributed.cp_size > 1:  # this rank holds a zigzag shard of each sequence
             window, sinks_H = self.sliding_window, self.sinks
             o_BHSDh = ring_attention(q_BHSDh, k_BGSDh, v_BGSDh, distributed.cp_group, Dh**-0.5, window, sinks_H)
         else:
             k_BHSDh, v_BHSDh = k_BGSDh.repeat_interleave(H // G, dim=1), v_BGSDh.repeat_interleave(H // G, dim=1)
             o_BHSDh = sink_attention(q_BHSDh, k_BHSDh, v_BHSDh, self.sinks, self.sliding_window, Dh**-0.5)
-        return self.o_proj(o_BHSDh.transpose(1, 2).reshape(B, S, H * Dh))
+        return project(self.o_proj, o_BHSDh.transpose(1, 2).reshape(B, S, H * Dh))
 
 
 class GptOssExperts(nn.Module):
@@ -237,6 +247,11 @@ class GptOssExperts(nn.Module):
         E, N = tokens_per_expert_E.shape[0], x_ND.shape[0]
         # Each row's expert, for the biases; output_size avoids a device sync.
         expert_N = torch.repeat_interleave(torch.arange(E, device=x_ND.device), tokens_per_expert_E, output_size=N)
+        if precision.fp8:  # operators/fp8_linear.py; weights stored [E, K, N]; biases added in bf16 after the products
+            gate_up_N2I = fp8_grouped_linear(x_ND, self.gate_up_proj, offsets_E, weight_kn=True)
+            h_NI = self.swiglu(gate_up_N2I + self.gate_up_proj_bias.to(torch.bfloat16)[expert_N])
+            y_ND = fp8_grouped_linear(h_NI, self.down_proj, offsets_E, weight_kn=True)
+            return y_ND + self.down_proj_bias.to(torch.bfloat16)[expert_N]
         x_ND = x_ND.to(autocast_dtype(x_ND))  # autocast does not cover grouped matmuls
         gate_up_N2I = torch._grouped_mm(x_ND, cast_weight(self.gate_up_proj, x_ND.dtype), offs=offsets_E)
         h_NI = self.swiglu(gate_up_N2I + self.gate_up_proj_bias.to(x_ND.dtype)[expert_N])
@@ -404,7 +419,7 @@ class GptOssLMHead(nn.Linear):
             return F.linear(n_TD, self.weight)
         dtype = autocast_dtype(n_TD)
         with torch.autocast(n_TD.device.type, enabled=False):  # the weight is cast inside, its gradient summed in fp32
-            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T)
+            return linear_cross_entropy(n_TD.to(dtype), self.weight, labels_T, fp8=precision.fp8)
 
 
 class GptOssModel(nn.Module):

@@ -14,9 +14,10 @@ trainer enters for one step's forward and backward (between two optimizer steps)
 transposes) are kept, so each weight is quantised once per step, not once per micro-batch; outside it (an
 evaluation, a profiler, a test) every call quantises the weight as it is now.
 
-Grouped (`fp8_grouped_linear`, experts' weights [E, N, K]): forward and dgrad through the Triton kernel of
-operators/fp8_gemm.py (no block-scaled grouped matmul in torch for Hopper); wgrad stays bf16
-(`torch._grouped_mm`): its contraction runs over each expert's tokens, whose counts are not multiples of 128.
+Grouped (`fp8_grouped_linear`, experts' weights [E, N, K], or [E, K, N] with weight_kn as GPT-OSS stores them):
+forward and dgrad through the Triton kernel of operators/fp8_gemm.py (no block-scaled grouped matmul in torch for
+Hopper); wgrad stays bf16 (`torch._grouped_mm`): its contraction runs over each expert's tokens, whose counts are
+not multiples of 128.
 
 On CPU the same math runs through dequantisation and an fp32 matmul (`_mm_reference`), so the quantisation
 and the scale bookkeeping are tested without a GPU; the cuBLAS layouts are tested on CUDA.
@@ -153,12 +154,14 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 class FP8GroupedLinear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x_MK, weight_ENK, offs_E):
+    def forward(ctx, x_MK, weight, offs_E, weight_kn: bool):
         x_MK = x_MK.to(torch.bfloat16)
-        q_ENK, s_ENbKb, q_EKN, s_EKbNb = quantized_weight(weight_ENK)
+        q_ENK, s_ENbKb, q_EKN, s_EKbNb = quantized_weight(weight)
+        if weight_kn:  # stored [E, K, N]: the quantiser's plain and transposed forms swap roles (128x128 tiles
+            q_ENK, s_ENbKb, q_EKN, s_EKbNb = q_EKN, s_EKbNb, q_ENK, s_ENbKb  # transpose exactly), same layouts
         y_MN = fp8_grouped_mm(*quantize_1x128(x_MK), q_ENK.mT, s_ENbKb.mT, offs_E)
         ctx.save_for_backward(x_MK, q_EKN, s_EKbNb, offs_E)
-        ctx.w_dtype = weight_ENK.dtype
+        ctx.w_dtype, ctx.weight_kn = weight.dtype, weight_kn
         return y_MN
 
     @staticmethod
@@ -166,10 +169,14 @@ class FP8GroupedLinear(torch.autograd.Function):
         x_MK, q_EKN, s_EKbNb, offs_E = ctx.saved_tensors
         dy_MN = grad_y_MN.to(torch.bfloat16).contiguous()
         dx_MK = fp8_grouped_mm(*quantize_1x128(dy_MN), q_EKN.mT, s_EKbNb.mT, offs_E)
-        dW_ENK = torch._grouped_mm(dy_MN.t(), x_MK, offs=offs_E)
-        return dx_MK, cast(dW_ENK, ctx.w_dtype), None
+        if ctx.weight_kn:
+            dW = torch._grouped_mm(x_MK.t(), dy_MN, offs=offs_E)  # [E, K, N]
+        else:
+            dW = torch._grouped_mm(dy_MN.t(), x_MK, offs=offs_E)  # [E, N, K]
+        return dx_MK, cast(dW, ctx.w_dtype), None, None
 
 
-def fp8_grouped_linear(x_MK: torch.Tensor, weight_ENK: torch.Tensor, offs_E: torch.Tensor) -> torch.Tensor:
-    """Rows of expert e (rows offs[e-1] .. offs[e]-1, sorted by expert) times weight[e]^T; bf16 output."""
-    return FP8GroupedLinear.apply(x_MK, weight_ENK, offs_E)
+def fp8_grouped_linear(x_MK: torch.Tensor, weight: torch.Tensor, offs_E: torch.Tensor, weight_kn: bool = False):
+    """Rows of expert e (rows offs[e-1] .. offs[e]-1, sorted by expert) times weight[e]^T, or times weight[e] with
+    weight_kn (weights stored [E, K, N]); bf16 output."""
+    return FP8GroupedLinear.apply(x_MK, weight, offs_E, weight_kn)

@@ -97,22 +97,40 @@ def check_layout(cfg: PretrainLMCfg, family) -> None:
     if tc.compile and d.cp_size > 1:
         raise ConfigError("training.compile = true needs context_parallel_size = 1 (ring attention talks to peers).")
     if tc.precision == "fp8":
-        if m.family != "qwen3_moe":
-            raise ConfigError(f'training.precision = "fp8" supports model.family = "qwen3_moe" only, not "{m.family}".')
-        widths = {
-            "hidden_size": m.hidden_size,
-            "moe_intermediate_size": m.moe_intermediate_size,
-            "vocab_size": m.vocab_size,
-            "num_key_value_heads x head_dim": m.num_key_value_heads * m.head_dim,
-            "micro_batch_size x seq_len / context_parallel_size": tc.micro_batch_size * cfg.data.seq_len // d.cp_size,
-        }
-        for name, width in widths.items():
+        for name, width in fp8_widths(cfg).items():
             if width % 128:
                 raise ConfigError(
-                    f'training.precision = "fp8" needs {name} to be a multiple of 128 (FP8 blocks), got {width}.'
+                    f'training.precision = "fp8" needs {name} = {width} to be a multiple of 128 (FP8 blocks): '
+                    f'change it, or train with training.precision = "bf16".'
                 )
     if d.pp_size > 1 and m.tie_word_embeddings:
         raise ConfigError("model.tie_word_embeddings = true is not supported with pipeline_parallel_size > 1.")
+
+
+def fp8_widths(cfg: PretrainLMCfg) -> dict[str, int]:
+    """The sizes that FP8 matmuls cut into 128-wide blocks: the feature widths of each family's FP8 call sites
+    (its model file says which), and the tokens of a micro-batch on one rank."""
+    m = cfg.model
+    widths = {"model.hidden_size": m.hidden_size, "model.vocab_size": m.vocab_size}
+    if m.family == "qwen3_moe":
+        widths["model.moe_intermediate_size"] = m.moe_intermediate_size
+        widths["model.num_key_value_heads x model.head_dim"] = m.num_key_value_heads * m.head_dim  # q: H/G times
+    elif m.family == "deepseek_v2":  # kv_a_proj_with_mqa and the dense MLP stay bf16: their widths are free
+        widths["model.moe_intermediate_size"] = m.moe_intermediate_size  # routed and shared experts
+        widths["model.kv_lora_rank"] = m.kv_lora_rank  # kv_b_proj's input
+        if m.q_lora_rank:
+            widths["model.q_lora_rank"] = m.q_lora_rank
+        H, Dn, Dr, Dv = m.num_attention_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
+        widths["model.num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"] = H * (Dn + Dr)  # queries
+        widths["model.num_attention_heads x (qk_nope_head_dim + v_head_dim)"] = H * (Dn + Dv)  # kv_b_proj
+        widths["model.num_attention_heads x v_head_dim"] = H * Dv  # o_proj's input
+    elif m.family == "gpt_oss":
+        widths["model.intermediate_size"] = m.intermediate_size
+        widths["model.num_key_value_heads x model.head_dim"] = m.num_key_value_heads * m.head_dim  # q: H/G times
+    else:
+        raise ValueError(f"no FP8 widths for model.family = {m.family!r}")
+    tokens = cfg.training.micro_batch_size * cfg.data.seq_len // distributed.cp_size
+    return widths | {"training.micro_batch_size x data.seq_len / context_parallel_size": tokens}
 
 
 def make_model(cfg: PretrainLMCfg, family, device: torch.device):
