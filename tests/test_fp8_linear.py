@@ -65,16 +65,24 @@ def test_fp8_head_is_the_quantised_operands_multiplied(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_grouped_products_are_the_quantised_operands_multiplied(device):
-    """Experts 0..2 get 130, 0 and 126 rows: forward and dgrad in FP8 per expert, wgrad in bf16."""
+@pytest.mark.parametrize("weight_kn", [False, True])
+def test_grouped_products_are_the_quantised_operands_multiplied(device, weight_kn):
+    """Experts 0..2 get 130, 0 and 126 rows: forward and dgrad in FP8 per expert, wgrad in bf16; weights stored
+    [E, N, K] (qwen3_moe, deepseek_v2) or [E, K, N] (weight_kn: gpt_oss)."""
     torch.manual_seed(0)
     E, N, K, counts = 3, 256, 128, [130, 0, 126]
     offs = torch.tensor(counts, device=device).cumsum(0).to(torch.int32)
     x = torch.randn(sum(counts), K, device=device, dtype=torch.bfloat16).requires_grad_()
     w = (torch.randn(E, N, K, device=device) * 0.05).requires_grad_()
     dy = torch.randn(sum(counts), N, device=device, dtype=torch.bfloat16)
-    y = fp8_linear.fp8_grouped_linear(x, w, offs)
-    y.backward(dy)
+    if weight_kn:  # the same weights stored transposed: its gradient comes back in that layout
+        w_kn = w.detach().mT.contiguous().requires_grad_()
+        y = fp8_linear.fp8_grouped_linear(x, w_kn, offs, weight_kn=True)
+        y.backward(dy)
+        w.grad = w_kn.grad.mT
+    else:
+        y = fp8_linear.fp8_grouped_linear(x, w, offs)
+        y.backward(dy)
     rows = torch.repeat_interleave(torch.arange(E, device=device), torch.tensor(counts, device=device))
     w_q = torch.stack([dequantize_128x128(*quantize_128x128(w.detach()[e])) for e in range(E)]).double()
     y_ref = torch.einsum("mk,mnk->mn", dq1(x.detach()), w_q[rows])
@@ -147,7 +155,7 @@ def test_fp8_training_tracks_fp32(tmp_path):
 
 
 def test_fp8_needs_block_multiples(tiny_config):
-    with pytest.raises(ConfigError, match="hidden_size to be a multiple of 128"):
+    with pytest.raises(ConfigError, match="needs model.hidden_size = 32 to be a multiple of 128"):
         pretrain_lm.setup(load_pretrain_cfg(str(tiny_config()), ['training.precision="fp8"']))
 
 
