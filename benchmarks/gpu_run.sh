@@ -5,7 +5,8 @@
 # 1. installs the carried wheels (TorchTitan 0.2.2 and what the image lacks) into /tmp/site;
 # 2. runs the operator tests on CUDA (Triton kernels, FP8 matmuls) unless TESTS=0;
 # 3. measures the matmul rates of the step's shapes (benchmarks/kernel_probe.py) unless PROBE=0;
-# 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) unless CONVERGENCE=0;
+# 4. trains FP8 against BF16 for 300 steps (benchmarks/fp8_convergence.py) on qwen3_moe, deepseek_v2 and gpt_oss,
+#    the six trainings at once on the GPU (so their step times are shared-GPU ones), unless CONVERGENCE=0;
 # 5. checks PP2 and EP2 against one GPU with NCCL (benchmarks/engine_check.py) when ENGINE=1;
 # 5b. with CKPT=1, measures how long a checkpoint save stops training, sync against async, on the 1.3B shape
 #    (qwen3-30b-a3b-4l cut to 32 experts: benchmarks/checkpoint_stall.py); $OUT/checkpoint_stall.json;
@@ -29,7 +30,7 @@
 #    warm-up and timed steps (default 10,20) (EXTRA adds options, e.g. --both-routings). An entry NAME:OPTIONS adds
 #    options to that config's call alone, e.g.
 #    CONFIGS="deepseek-v2-lite-6l qwen3-30b-a3b-4l:--balanced-routing" (a later --frameworks replaces FRAMEWORKS);
-# 9. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json, engine_check/, checkpoint_stall.json, throughput.txt,
+# 9. leaves under $OUT: env.txt, operators.log, kernel_probe.txt, fp8_convergence/*.json (one per family), engine_check/, checkpoint_stall.json, throughput.txt,
 #    throughput/<call id>.jsonl, logs.tar.gz, and prints the table last, then the time per layer of every shape run
 #    at two depths (benchmarks/per_layer.py: qwen3-30b-a3b-4l with -8l). Everything ends inside BUDGET_S seconds
 #    (runs that would start too late are recorded as skipped), so the call fits a 600 s limit. Keep the files under
@@ -87,9 +88,9 @@ if [ "${PROBE:-1}" = 1 ]; then
   timeout 120 python3 benchmarks/kernel_probe.py --out "$OUT"
 fi
 if [ "${CONVERGENCE:-1}" = 1 ]; then
-  echo "== FP8 against BF16, 300 steps"
+  echo "== FP8 against BF16, 300 steps, three families"
   timeout 240 python3 benchmarks/fp8_convergence.py --out "$OUT/fp8_convergence" > "$OUT/fp8_convergence.log" 2>&1
-  tail -n 3 "$OUT/fp8_convergence.log"
+  grep -E "^(PASS|FAIL)" "$OUT/fp8_convergence.log" || tail -n 20 "$OUT/fp8_convergence.log"
 fi
 
 if [ "${ENGINE:-0}" = 1 ]; then

@@ -45,8 +45,8 @@ class TrainingCfg:
     """`auto` uses CUDA when available."""
     precision: Literal["auto", "bf16", "fp32", "fp8"] = "auto"
     """Compute precision; weights and optimizer state stay fp32. `auto`: bf16 on CUDA, fp32 on CPU. `fp8`: bf16,
-    with FP8 matmuls (128-element block scales) for the attention projections, the routed experts and the head
-    (qwen3_moe; widths, vocab and tokens per micro-batch multiples of 128)."""
+    with FP8 matmuls (128-element block scales) for the attention projections, the experts and the head (each
+    model file says which; the widths they need, vocab and tokens per micro-batch multiples of 128)."""
     compile: bool = False
     """torch.compile each layer's stages 1 and 5 (all but the experts), fullgraph (a graph break is an error), except
     under FSDP with pipeline_parallel_size > 1, where stage 1 compiles as the pieces between FSDP units."""
