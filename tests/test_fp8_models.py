@@ -170,3 +170,19 @@ def test_fp8_refuses_widths_off_the_128_grid(family, key, value, width, tmp_path
     assert f"needs {width} to be a multiple of 128" in message and "\n" not in message, message
     assert 'train with training.precision = "bf16"' in message
     assert not (tmp_path / family).exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("family", ["deepseek_v2", "gpt_oss"])
+def test_fp8_stages_compile_without_graph_breaks(family, monkeypatch):
+    """Stage 1 holds the FP8 projections (and DeepSeek's shared experts, GPT-OSS's bias adds): training.compile
+    still traces it whole (fullgraph), as for qwen3_moe in tests/test_fp8_linear.py."""
+    monkeypatch.setattr(precision, "fp8", True)
+    model, ids = make_model(family), torch.randint(0, 256, (2, 64))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # precision = "fp8" trains under bf16 autocast
+        eager = model(ids, ids)
+        torch._dynamo.reset()
+        pretrain_lm.compile_layers(model, fullgraph=True, backend="eager")
+        compiled = model(ids, ids)
+    compiled.backward()
+    torch.testing.assert_close(compiled, eager)
+    assert model.model.layers["1"].self_attn.o_proj.weight.grad is not None
