@@ -163,6 +163,13 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--tasks", nargs="+", default=["*"], metavar="GLOB", help="task ids or globs, e.g. 'qa-*'")
     val.add_argument("--frameworks", nargs="+", choices=list(FRAMEWORKS), default=list(FRAMEWORKS))
     val.add_argument("--profiles", nargs="+", choices=list(PROFILE_GPUS), default=list(PROFILE_GPUS))
+    val.add_argument(
+        "--cases",
+        nargs="+",
+        default=["*"],
+        metavar="GLOB",
+        help="case names or globs within each row, e.g. gold 'blind2-*' (default: every case)",
+    )
     val.add_argument("--out", type=Path, help="where the record goes (default: <results-dir>/validation)")
     _source_options(val, default="pypi")  # the trees the keys and the literal gold citations are written against
     _sandbox_option(val)

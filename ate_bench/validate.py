@@ -316,10 +316,13 @@ def validate_row(
     gpus_here: int,
     show: Callable[[Cell], None] = lambda cell: None,
     isolated: bool = True,
+    case_globs: tuple[str, ...] = ("*",),
 ) -> list[Cell]:
     """The row's cells, each passed to `show` as it is decided (progress); checkers in the sandbox
-    unless not `isolated`."""
-    cases = cases_for(task, framework, profile, all_tasks)
+    unless not `isolated`; only the cases whose names match `case_globs`."""
+    cases = [
+        c for c in cases_for(task, framework, profile, all_tasks) if any(fnmatch.fnmatch(c.name, g) for g in case_globs)
+    ]
     need = task.gpus_for(profile)
     if need > gpus_here:
         why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}"
@@ -455,7 +458,9 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
         spaces = _Workspaces(scratch, args.source, args.cache_dir)
         for task, fw, profile in rows:
             print(f"{task.id:11} {fw:11} {profile or '-':6}", end="", flush=True)
-            row = validate_row(task, fw, profile, all_tasks, spaces, gpus_here, _show, not args.no_sandbox)
+            row = validate_row(
+                task, fw, profile, all_tasks, spaces, gpus_here, _show, not args.no_sandbox, tuple(args.cases)
+            )
             print(_row_tail(row), flush=True)
             cells += row
     finally:

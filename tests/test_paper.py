@@ -39,9 +39,11 @@ TABLE_COLUMNS = {
     "validation_summary": ["task", "framework", "as expected", "UNEXPECTED", "not run", "not_run_reasons"],
     "validation_blind": ["set", "framework"],
     "agent_free_cost": ["task", "framework", "cost_source"],
+    "checkpoint_stall": ["commit", "parameters_b", "sync_save_s", "async_stalls_s", "async_max_stall_s",
+                         "buffer_allocation_extra_s", "goal_s", "command"],
 }  # fmt: skip
 FIGURES = ["code_size", "throughput", "ate_turns", "ate_gpu_time", "skills_ablation", "moba_context",
-           "validation_matrix", "validation_blind", "agent_free_cost"]  # fmt: skip
+           "validation_matrix", "validation_blind", "agent_free_cost", "checkpoint_stall"]  # fmt: skip
 
 
 def build(tmp_path_factory, results) -> tuple:
@@ -367,3 +369,9 @@ def test_scrub_records_removes_machine_paths_and_gives_each_call_its_command(tmp
     }
     before = {p: p.read_text() for p in (log, jsonl)}
     assert main(["--results", str(tmp_path)]) == 0 and {p: p.read_text() for p in (log, jsonl)} == before
+
+
+def test_checkpoint_stall_reports_each_save_and_the_worst(built):
+    row = table(built[1], "checkpoint_stall").iloc[0]
+    assert (row["sync_save_s"], row["async_stalls_s"], row["async_max_stall_s"]) == (30.0, "0.30 0.75", 0.75)
+    assert (row["parameters_b"], row["buffer_allocation_extra_s"], row["goal_s"]) == (1.3, 10.0, 2.0)

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The feature tasks' gpu1 cells on one H200, in one command from the repository root (python3 with torch, no network,
 # no nox):
-#   bash tasks/feature/gpu1_golds.sh feature-01 feature-04; bash tasks/feature/gpu1_golds.sh feature-02 feature-03
-# Runs `python3 -m ate_bench validate --frameworks pithtrain --profiles gpu1` as two calls side by side, one for each
-# argument (a task id or several, space-separated in one argument; default "feature-01 feature-03" and "feature-02
-# feature-04"), both inside BUDGET_S (default 540 s, under a 10-minute call): each gold's checker trains six
-# times, a near miss that passes the op check once more, and one that the seam does not catch six times; two 40 GB
-# runs share the GPU. With the
-# blind near misses, all four tasks no longer fit one 10-minute call: run the two commands above, about 5 and 6.5
-# minutes. Leaves two files under $OUT: feature-gpu1/<stamp>.json (the two records merged: cells, summary) and
-# feature-gpu1.log (both consoles), and prints a table last.
+#   bash tasks/feature/gpu1_golds.sh LANE LANE      # a lane: "TASK... [--cases GLOB...]", e.g.
+#   bash tasks/feature/gpu1_golds.sh "feature-01" "feature-02 --cases gold noop other-task blind-*"
+# Runs `python3 -m ate_bench validate --frameworks pithtrain --profiles gpu1` once per lane, side by side (two 40 GB
+# runs share the GPU; default lanes "feature-01 feature-03" and "feature-02 feature-04"), all inside BUDGET_S
+# (default 540 s, under a 10-minute call). Each gold's checker trains six times, a near miss that passes the op
+# check once more, and one that the seam does not catch six times; at about 15-20 s a run, the three blind
+# near-miss sets make the four tasks over 100 runs, so split them into lanes of about 20 runs with --cases. Leaves
+# two files under $OUT: feature-gpu1/<stamp>.json (the lanes' records merged: cells, summary, the lanes in its
+# command) and feature-gpu1.log (every console), and prints a table last; exit 1 on an unexpected cell or a lane
+# without a record.
 # The liveness measurement on this GPU is another call: tasks/feature/gpu1_liveness.sh.
 # The harness makes pithtrain's workspaces with `git archive HEAD`: a tree that travelled without .git is committed
 # in a copy first (PITH_GIT_COMMIT, if set, names the commit it came from; the record keeps it as travelled_commit).
@@ -58,17 +59,23 @@ else
     || { echo "python3 sees no GPU in the checker's environment (PATH and HOME only)"; exit 1; }
 fi
 
-# Two validate calls side by side: the two halves given as arguments, default feature-01/03 and feature-02/04.
-halves=("${1:-feature-01 feature-03}" "${2:-feature-02 feature-04}")
+# Validate calls side by side, one per argument (a lane: task ids, then optionally --cases GLOB...), default the two
+# halves feature-01/03 and feature-02/04. Globbing is off, so a lane's case globs reach validate as written.
+lanes=("$@")
+[ $# -eq 0 ] && lanes=("feature-01 feature-03" "feature-02 feature-04")
+set -f
 tags=()
-for half in "${halves[@]}"; do
-  tag=${half// /-}
+for i in "${!lanes[@]}"; do
+  tag="lane$i"
   tags+=("$tag")
-  timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks $half --frameworks pithtrain --profiles gpu1 \
+  timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks ${lanes[$i]} --frameworks pithtrain --profiles gpu1 \
     --out "$scratch/$tag" --work-root "$scratch/work-$tag" > "$scratch/$tag.log" 2>&1 &
 done
 wait
-cat "$scratch/${tags[0]}.log" "$scratch/${tags[1]}.log" > "$OUT/feature-gpu1.log"
+set +f
+for tag in "${tags[@]}"; do cat "$scratch/$tag.log"; done > "$OUT/feature-gpu1.log"
+export GPU1_LANES
+GPU1_LANES=$(printf '"%s" ' "${lanes[@]}")
 
 "$PY" - "$scratch" "$OUT/feature-gpu1" "${tags[@]}" <<'PY'
 """Merge the two validate records into one, then print the table."""
@@ -90,7 +97,7 @@ for tag in sys.argv[3:]:
 if not records:
     sys.exit(1)
 merged = dict(records[0])
-merged["command"] = "bash tasks/feature/gpu1_golds.sh (two validate calls side by side, merged)"
+merged["command"] = f"bash tasks/feature/gpu1_golds.sh {os.environ['GPU1_LANES'].strip()} (validate calls side by side, merged)"
 merged["travelled_commit"] = os.environ.get("PITH_GIT_COMMIT", "")
 merged["seconds"] = max(r["seconds"] for r in records)
 merged["tasks"] = {k: v for r in records for k, v in r["tasks"].items()}
@@ -112,7 +119,7 @@ for c in sorted(cells, key=lambda c: (c["task"], c["kind"] != "gold", c["case"])
 s = merged["summary"]
 print(f"{s['cells']} cells: {s['as_expected']} as expected, {s['unexpected']} unexpected, {s['not_run']} not run; "
       f"{merged['seconds']:.0f} s; record {path}")
-sys.exit(1 if s["unexpected"] or len(records) != 2 else 0)
+sys.exit(1 if s["unexpected"] or len(records) != len(sys.argv[3:]) else 0)
 PY
 status=$?
 rm -rf "$scratch"

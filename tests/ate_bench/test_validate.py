@@ -230,3 +230,13 @@ def test_a_known_miss_is_reported_but_does_not_fail_validate(tmp_path, capsys):
     code, rec = _validate(tmp_path, tasks, "qa-02")
     assert code == 0 and rec["summary"]["unexpected"] == 1
     assert "right-after-all.md: expected FAIL, got PASS (a known miss" in capsys.readouterr().out
+
+
+def test_cases_narrows_each_row_to_the_named_cases(tmp_path):
+    """--cases splits a long row across calls (the gpu1 feature rows on one GPU): only the matching cases run."""
+    out = tmp_path / "out"
+    argv = ["--tasks-dir", str(TOY_TASKS), "validate", "--tasks", "qa-02", "--cases", "gold", "wrong-*"]
+    assert main([*argv, "--out", str(out), "--work-root", str(tmp_path / "work")]) == 0
+    (path,) = out.glob("*.json")
+    cases = [c["case"] for c in json.loads(path.read_text())["cells"]]
+    assert cases == ["gold", "wrong-lines.md", "wrong-mechanism.md"], cases
