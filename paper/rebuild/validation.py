@@ -162,8 +162,9 @@ def blind_figure(b: Build, rates: pd.DataFrame, paths: list, status: str) -> Non
         ax.set_ylim(0, 108)
         ax.set_ylabel("% judged as expected")
         ax.axhline(95, color="grey", lw=0.8, ls="--")
-        ax.set_title("each set where first measured (set N written after freeze N-1; set1 revised on); dashed: the 95% "
-                     "correct-PASS goal (wrong answers: 100%)", fontsize=8)  # fmt: skip
+        ax.set_title("each set where first measured (set N measures freeze N-1: written blind to it, read after "
+                     "it; set1 revised on); dashed: the 95% correct-PASS goal (wrong answers: 100%)",
+                     fontsize=8)  # fmt: skip
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         fig_status = status
     else:

@@ -324,11 +324,15 @@ def test_seam_probe_records_what_the_model_does_with_the_op(tmp_path, variant, e
     assert len(problems) == len(expect) and all(e in p for e, p in zip(expect, problems)), problems
 
 
-def _diff_calls(lambda_inits):
+def _diff_calls(lambda_inits, lambda_std=0.1):
     learned = {k: True for k in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2", "norm_weight", "output")}
     grads = {f"{k}_grad": 0.1 for k in learned}
     cut = {"shared_dims": [8, 8], "factors": dict.fromkeys(("q1", "k1", "q2", "k2"), 1.0)}
-    return [{"call": i, "lambda_init": x, "eps": 1e-5, **learned, **grads, **cut} for i, x in enumerate(lambda_inits)]
+    init = {"lambda_sum_sq": 64 * lambda_std**2, "lambda_count": 64}  # four vectors of 16
+    return [
+        {"call": i, "lambda_init": x, "eps": 1e-5, **learned, **grads, **cut, **init}
+        for i, x in enumerate(lambda_inits)
+    ]
 
 
 def test_diff_attention_judges_lambda_init_by_the_paper_depth_rule():
@@ -339,6 +343,15 @@ def test_diff_attention_judges_lambda_init_by_the_paper_depth_rule():
     zero_based = [m.lambda_init_for_layer(layer) for layer in (0, 1, 2)]
     assert "lambda_init" in m.judge_calls(_diff_calls(zero_based * 4), "smoke")[0]
     assert "lambda_init" in m.judge_calls(_diff_calls(rule[:2] * 4), "smoke")[0]  # a layer left out
+
+
+@pytest.mark.parametrize("std, ok", [(0.1, True), (0.08, True), (0.01, False), (0.0, False), (1.0, False)])
+def test_diff_attention_judges_the_lambda_vectors_initialisation(std, ok):
+    """Revision 4 (blind3 lambda-std-0.01): the first calls' lambda vectors are N(0, 0.1^2), not std 0.01."""
+    m = _check_module("03-diff-attention")
+    rule = [m.lambda_init_for_layer(layer) for layer in (1, 2, 3)]
+    problems = [p for p in m.judge_calls(_diff_calls(rule * 4, std), "smoke") if "N(0, 0.1^2)" in p]
+    assert (problems == []) == ok, problems
 
 
 @pytest.mark.parametrize("profile", ["smoke", "gpu1", "paper"])
@@ -412,10 +425,9 @@ def test_dynmoe_aux_loss_is_checked_by_value():
 
     problems = feature_check.check_op(gram_wrong_dim, spec.aux, label="aux")
     assert problems and all(p.startswith("aux: output 0 differs") for p in problems), problems
-    assert m.judge_aux_calls([{"expert_vectors": True, "loss": True, "loss_grad": 0.5}], "smoke") == []
-    assert (
-        "does not train on it" in m.judge_aux_calls([{"expert_vectors": True, "loss": True, "loss_grad": 0.0}], "")[0]
-    )
+    call = {"expert_vectors": True, "loss": True, "gate_vectors": True}
+    assert m.judge_aux_calls([{**call, "loss_grad": 0.5}], "smoke") == []
+    assert "does not train on it" in m.judge_aux_calls([{**call, "loss_grad": 0.0}], "")[0]
 
 
 def _rotate(x_BSHD):  # RoPE's pair rotation by position, enough for the checks to see turned dims
@@ -475,32 +487,36 @@ def test_diff_attention_judges_how_the_layer_cuts_and_scales_q_and_k(variant, ex
 
 @pytest.mark.parametrize("experts, balance, detach, expect", [
     (8, True, False, []), (12, True, False, ["routes over [12] experts"]),
-    (8, False, False, ["no load-balancing loss"]), (8, True, True, ["do not require grad (detached)"])])  # fmt: skip
+    (8, False, False, ["no load-balancing loss"]), (8, True, True, ["do not require grad (detached)"]),
+    (8, "raw", False, ["loss on its raw logits"]),
+    (8, True, "raw", ["equal no earlier call's routed", "raw logits"])])  # fmt: skip
 def test_moepp_judges_the_expert_count_the_balancing_loss_and_the_residual(experts, balance, detach, expect):
     """Revision 2 (blind near misses zc-experts-added and no-load-balance-loss): the logits are as many as the
     profile's experts, and in the last MoE layer a balancing loss on softmax(routed logits) reaches the experts a
-    token did not choose (two layers here, the second taking the first's routed logits). Revision 3 (blind2
+    token did not choose (three layers here, each taking the one before's routed logits). Revision 3 (blind2
     residual-prev-detached): the previous logits the gating residual takes carry the gradient back."""
     spec, m = _spec("04-moe-plus-plus")
     torch.manual_seed(0)
     calls = []
     op = feature_check.recording(spec.reference, spec, calls)
     x = torch.randn(64, 16)
-    gates = [torch.nn.Parameter(torch.randn(16, experts)) for _ in range(2)]
+    gates = [torch.nn.Parameter(torch.randn(16, experts)) for _ in range(3)]
     w_g = torch.nn.Parameter(0.1 * torch.randn(experts, experts))
     const = [torch.nn.Parameter(torch.randn(2, 16)), torch.nn.Parameter(torch.randn(2, 2, 16))]
     prev, loss = None, 0
     for gate in gates:
-        prev_in = prev.detach() if detach and prev is not None else prev
-        y, prev = op(x, x @ gate, prev_in, w_g, torch.randn(64, experts - 4, 16), *const, 2, 1, 1)
+        prev_in = prev.detach() if detach is True and prev is not None else prev
+        logits = x @ gate
+        y, routed = op(x, logits, prev_in, w_g, torch.randn(64, experts - 4, 16), *const, 2, 1, 1)
+        prev = logits if detach == "raw" else routed  # blind3 residual-from-raw-logits: the raw logits handed on
         loss = loss + (y * torch.randn(y.shape)).sum()
         if balance:
-            p_TE = prev.softmax(-1)
+            p_TE = (logits if balance == "raw" else routed).softmax(-1)  # blind3 balance-loss-pre-residual
             f_E = torch.zeros(experts).scatter_add_(0, p_TE.topk(2, -1).indices.flatten(), torch.ones(128))
             loss = loss + 1e-2 * (f_E * p_TE.mean(0)).sum()
     loss.backward()
-    assert [c["feeds_later"] for c in calls] == [True, False]
-    judged = ("routes over", "load-balancing", "prev_logits")
+    assert [c["feeds_later"] for c in calls] == [True, detach != "raw", False]
+    judged = ("routes over", "load-balancing", "prev_logits", "raw logits")
     found = [p for p in m.judge_calls(calls, "smoke") if any(w in p for w in judged)]
     assert len(found) == len(expect) and all(e in p for e, p in zip(expect, found)), found
 
@@ -510,3 +526,23 @@ def test_seam_fails_a_model_that_never_calls_the_aux_function(tmp_path):
     (tmp_path / "seam-1.json").write_text(json.dumps([{"call": 0, "error": "stands for any recorded gate call"}]))
     problems = feature_check.check_seam(tmp_path, spec, "m:dynmoe_gate", "smoke", "m:dynmoe_aux_loss")
     assert any("never called m:dynmoe_aux_loss" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("vectors, gate_first, ok", [
+    ("own", True, True), ("own", False, True), ("normalised", True, False), ("normalised", False, False)])  # fmt: skip
+def test_dynmoe_aux_loss_takes_the_gates_own_vectors(vectors, gate_first, ok):
+    """Revision 4 (blind3 aux-on-normalised-vectors): the aux loss is called on the very expert vectors the gate
+    takes (matched by value, whichever runs first in the forward), not on a normalised copy."""
+    spec, m = _spec("02-dynmoe")
+    gate_calls, aux_calls = [], []
+    gate = feature_check.recording(spec.reference, spec, gate_calls)
+    aux = feature_check.recording(spec.aux.reference, spec.aux, aux_calls)
+    w = torch.nn.Parameter(torch.randn(8, 16))
+    x, thresholds = torch.randn(32, 16), torch.nn.Parameter(torch.zeros(8))
+    aux_in = w if vectors == "own" else torch.nn.functional.normalize(w, dim=-1)
+    out = gate(x, w, thresholds, 12) if gate_first else None
+    loss = aux(aux_in)
+    out = gate(x, w, thresholds, 12) if out is None else out
+    (out.square().sum() + loss).backward()
+    problems = [p for p in m.judge_aux_calls(aux_calls, "smoke") if "gate's own vectors" in p]
+    assert (problems == []) == ok, problems

@@ -47,7 +47,24 @@ def make_inputs(gen, dtype):
     return tensors, {"k_max": 4}
 
 
+# The aux loss must take the gate's own expert vectors (revision 4): each side is recorded by a fingerprint of its
+# values (shape up to a transpose, sum, sum of squares), and an aux call is matched with a gate call either way round.
+_GATE_FINGERPRINTS: set = set()
+_AUX_UNMATCHED: list = []
+
+
+def fingerprint(t) -> tuple:
+    v = t.detach().double()
+    return tuple(sorted(v.shape)), float(v.sum()), float(v.square().sum())
+
+
 def record_call(record, op, a, out):
+    fp = fingerprint(a["expert_vectors"])
+    _GATE_FINGERPRINTS.add(fp)
+    for aux in [r for r in _AUX_UNMATCHED if r["_fp"] == fp]:
+        aux["gate_vectors"] = True
+        del aux["_fp"]
+        _AUX_UNMATCHED.remove(aux)
     record["k_max"] = int(a["k_max"])
     record["thresholds_abs_sum"] = float(a["thresholds"].detach().abs().sum())
     grad_probe(record, "thresholds", a["thresholds"])
@@ -92,6 +109,11 @@ def make_aux_inputs(gen, dtype):
 
 
 def record_aux_call(record, op, a, out):
+    fp = fingerprint(a["expert_vectors"])
+    record["gate_vectors"] = fp in _GATE_FINGERPRINTS
+    if not record["gate_vectors"]:  # the gate may run after the aux loss in the forward: a later gate call matches it
+        record["_fp"] = fp
+        _AUX_UNMATCHED.append(record)
     grad_probe(record, "expert_vectors", a["expert_vectors"])
     grad_probe(record, "loss", out)
 
@@ -102,6 +124,11 @@ def judge_aux_calls(calls, profile):
         problems.append("the expert vectors the model passes to the auxiliary loss do not require grad")
     if not max(c["loss_grad"] for c in calls) > 0:
         problems.append("no gradient reached the auxiliary loss in any call: the model does not train on it")
+    if not all(c["gate_vectors"] for c in calls):
+        problems.append(
+            "the model calls the auxiliary loss on vectors whose values are no gate call's expert vectors (normalised "
+            "or other copies): the loss keeps the gate's own vectors near-orthogonal and small"
+        )
     return problems
 
 

@@ -26,6 +26,10 @@ HALF_ROPE = {"smoke": 8, "gpu1": 32, "paper": 32}  # qk_rope_head_dim / 2: the R
 YARN = (0.1 * 0.707 * math.log(40.0) + 1) ** 2  # YaRN's temperature mscale(40, 0.707)^2 of the gpu1 and paper models
 SCORE_FACTOR = {"smoke": (1.0,), "gpu1": (1.0, YARN), "paper": (1.0, YARN)}  # what q.k may carry besides 1/sqrt(d)
 PROBE = 8  # leading dims of each half looked up in the calling layer's projections
+# The lambda vectors start from N(0, 0.1^2): at the first call of each layer (before any update) their pooled std is
+# 0.1 within sampling error (4 x d values a layer, d 16 on smoke: 3 layers give a relative error near 4%, so 30%
+# is over 7 standard errors); 0.01 (the variance for the std) or zeros fall far outside (revision 4).
+LAMBDA_STD, LAMBDA_STD_SLACK = 0.1, 0.3
 
 
 def make_inputs(gen, dtype):
@@ -68,6 +72,8 @@ def record_call(record, op, a, out):
     record["lambda_init"], record["eps"] = float(a["lambda_init"]), float(a["eps"])
     record["shared_dims"] = [shared_dims(a["k1"]), shared_dims(a["k2"])]
     record["factors"] = input_factors(a)
+    lambdas = torch.cat([a[k].detach().float().flatten() for k in LEARNED[:4]])
+    record["lambda_sum_sq"], record["lambda_count"] = float(lambdas.square().sum()), lambdas.numel()
     for key in LEARNED:
         grad_probe(record, key, a[key])
     grad_probe(record, "output", out)
@@ -82,6 +88,13 @@ def judge_calls(calls, profile):
             f"the model's layers pass lambda_init {', '.join(f'{x:.4f}' for x in seen)}; the paper's rule "
             f"0.8 - 0.6 exp(-0.3 (l - 1)) for its {LAYERS[profile]} layers, l from 1, gives "
             f"{', '.join(f'{x:.4f}' for x in rule)}"
+        )
+    first = calls[: LAYERS[profile]]  # step 1's forward: one call a layer, before any update
+    std = math.sqrt(sum(c["lambda_sum_sq"] for c in first) / sum(c["lambda_count"] for c in first))
+    if not abs(std / LAMBDA_STD - 1) <= LAMBDA_STD_SLACK:
+        problems.append(
+            f"the lambda vectors the model's first {len(first)} calls pass have std {std:.4f}; the paper initialises "
+            f"them from N(0, 0.1^2), std {LAMBDA_STD}"
         )
     if {c["eps"] for c in calls} != {1e-5}:
         problems.append(f"the model passes eps {sorted({c['eps'] for c in calls})}; the instruction says 1e-05")

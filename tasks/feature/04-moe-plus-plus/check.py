@@ -21,6 +21,12 @@ TOP_K = {"smoke": 2, "gpu1": 6, "paper": 6}  # num_experts_per_tok of each profi
 EXPERTS = {"smoke": 8, "gpu1": 64, "paper": 64}  # n_routed_experts: MoE++ takes its 4 zero-computation ones out
 BALANCE_FLOOR = 1e-4  # below it, a token's logit gradient off the chosen experts' softmax is rounding (float32 ~1e-6)
 _ROUTED: list = []  # (weak reference to a call's routed logits, its record): a later call's prev_logits marks it
+# The routed logits of the latest calls, by value: a later call's prev_logits must equal one of them (a copy is
+# fine), not this layer's raw logits (revision 4); as many as a step's MoE layers, forward and recompute.
+_ROUTED_VALUES: list = []
+ROUTED_KEPT = 64
+# The raw logits' gradient beyond the routed logits': 0 in float32 (smoke), a bf16 cast on the GPU profiles.
+RAW_ROUTED_TOL = {"smoke": 1e-5, "gpu1": 1e-2, "paper": 1e-2}
 KINDS = ("ffn", "zero", "copy", "constant 0", "constant 1")
 LEARNED = ("residual_weight", "const_vectors", "const_gate_weight")
 
@@ -84,6 +90,30 @@ def off_softmax_probe(record, logits, routed, top_k):
     logits.register_hook(hook)
 
 
+def raw_routed_probe(record, logits, routed):
+    """record["raw_off_routed"]: the share of the raw logits' gradient that did not come through the routed logits
+    (routed = logits + the gating residual, so a model that uses its raw logits only through the op gives them the
+    routed logits' gradient, cast at most)."""
+    record["raw_off_routed"], seen = None, {}
+    if not (torch.is_tensor(logits) and logits.requires_grad and routed.requires_grad):
+        return
+
+    def keep(g):
+        seen["routed"] = g.detach().float()
+
+    def compare(g):
+        try:
+            if "routed" in seen:
+                g = g.detach().float().reshape(seen["routed"].shape)
+                share = float((g - seen.pop("routed")).norm() / g.norm().clamp(min=1e-30))
+                record["raw_off_routed"] = max(record["raw_off_routed"] or 0.0, share)
+        except Exception as e:
+            record["error"] = f"recording the raw logits' gradient: {type(e).__name__}: {e}"
+
+    routed.register_hook(keep)
+    logits.register_hook(compare)
+
+
 def record_call(record, op, a, out):
     record["top_k"], record["num_zero"], record["num_copy"] = int(a["top_k"]), int(a["num_zero"]), int(a["num_copy"])
     record["ffn"], record["constant"] = a["ffn_out"].shape[1], a["const_vectors"].shape[0]
@@ -101,7 +131,12 @@ def record_call(record, op, a, out):
         if t is not None and (t is prev or (t.data_ptr(), t.shape) == (prev.data_ptr(), prev.shape)):
             earlier["feeds_later"] = True
     _ROUTED[:] = [(ref, c) for ref, c in _ROUTED if ref() is not None] + [(weakref.ref(out[1]), record)]
+    if prev is not None:
+        p = prev.detach()
+        record["prev_is_routed"] = any(t.shape == p.shape and torch.equal(t, p) for t in _ROUTED_VALUES)
+    _ROUTED_VALUES[:] = [*_ROUTED_VALUES[1 - ROUTED_KEPT :], out[1].detach()]
     off_softmax_probe(record, a["logits"], out[1], record["top_k"])
+    raw_routed_probe(record, a["logits"], out[1])
     record["chosen"] = chosen_kinds(
         a["logits"].detach(), a["prev_logits"], a["residual_weight"].detach(), record["ffn"], record["top_k"]
     )
@@ -134,6 +169,11 @@ def judge_calls(calls, profile):
         elif not max(c[f"{key}_grad"] for c in with_key) > 0:
             problems.append(f"no gradient reached {key} in any call")
     with_prev = [c for c in calls if not c["first_layer"]]
+    if with_prev and not all(c["prev_is_routed"] for c in with_prev):
+        problems.append(
+            "a call's prev_logits equal no earlier call's routed logits: the gating residual must take the previous "
+            "MoE layer's routed logits (after its own residual), not its raw router logits"
+        )
     if with_prev and not all(c["prev_logits"] for c in with_prev):
         problems.append(
             "the prev_logits the model passes do not require grad (detached): the gating residual must carry the "
@@ -147,6 +187,12 @@ def judge_calls(calls, profile):
     dropped = max((c["y_zero_rows"] or 0) for c in calls)
     if dropped:
         problems.append(f"{dropped} tokens' y got no gradient in one call: the model drops the op's output for them")
+    raw = [c["raw_off_routed"] for c in with_prev if c["raw_off_routed"] is not None]
+    if raw and not max(raw) <= RAW_ROUTED_TOL[profile]:
+        problems.append(
+            f"the router logits the model passes get {max(raw):.1e} of their gradient besides the routed logits': "
+            "the model puts a loss on its raw logits (the load-balancing loss belongs on softmax(routed logits))"
+        )
     last = [c["off_softmax"] for c in calls if not c["feeds_later"] and c["off_softmax"] is not None]
     if last and not max(last) >= BALANCE_FLOOR:
         problems.append(
