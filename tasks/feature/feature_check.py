@@ -23,7 +23,8 @@ printing one `FAIL: <reason>` line per failed condition:
       two base runs, never below one unit nor below the profile's measured noise (`LATER_STEP_NOISE`). With
       "disable" the losses stay within the envelope at step 1 and within 3x of it later, from the nearest base run
       (the switch is off by default and turning it off restores the base path); with "enable" they leave it, at
-      step 1 or by 3x later, from every base run.
+      step 1 or by 3x later, from every base run. The base and "disable" runs run under the seam probe too and
+      must not call the op at all: off by default means the feature does not run (revision 5).
 A workspace that cannot be run is the agent's FAIL; a bug here is a traceback, which the harness reports as ERROR.
 Checkers run with the harness's Python (torch installed); the provided scripts run with the workspace's.
 """
@@ -89,7 +90,9 @@ class OpSpec:
     """In the checker: (every recorded call, the profile) -> one reason per rule of the paper the model broke."""
     aux: "OpSpec | None" = None
     """A second function the instruction names (feature.json "aux"), checked and recorded like the op: DynMoE's
-    auxiliary loss, whose value the op's gradients cannot show."""
+    auxiliary loss, whose value the op's gradients cannot show; MoE++'s FFN weights, used outside the op."""
+    aux_needed: Callable[[list[dict]], bool] | None = None
+    """Whether the op's recorded calls oblige the model to call the aux function too (None: always)."""
 
 
 def load_reference(task_dir: Path):
@@ -412,11 +415,12 @@ def seam_env(feature: dict, check_py: str, seam_dir: str, spec: OpSpec) -> dict:
 def check_seam(
     out_dir: Path, spec: OpSpec, target: str, profile: str, aux_target: str = "", name: str = "seam"
 ) -> list[str]:
-    """The recorded calls of the op (and of the aux function, when the task names one) held to the task's rules."""
-    aux_problems = []
-    if spec.aux is not None:
-        aux_problems = check_seam(out_dir, spec.aux, aux_target, profile, name="aux-seam")
+    """The recorded calls of the op (and of the aux function, when the task names one and the calls need it) held
+    to the task's rules."""
     calls = [c for f in sorted(out_dir.glob(f"{name}-*.json")) for c in json.loads(f.read_text())]
+    aux_problems = []
+    if spec.aux is not None and (spec.aux_needed is None or spec.aux_needed(calls)):
+        aux_problems = check_seam(out_dir, spec.aux, aux_target, profile, name="aux-seam")
     if not calls:
         return [
             f"seam: the model never called {target} during verify.sh with the feature on (the instruction asks the "
@@ -491,14 +495,21 @@ def falling(script: str, printed: list[str]) -> list[str]:
 
 
 def check_training(
-    workspace: Path, framework: str, feature: dict, timeout_s: float, on_printed: list[str], profile: str
+    workspace: Path,
+    framework: str,
+    feature: dict,
+    timeout_s: float,
+    on_printed: list[str],
+    profile: str,
+    off_env: dict | None = None,
 ) -> list[str]:
-    """Parts (b) and (d), given the losses of verify.sh with the feature on (run under the seam probe)."""
+    """Parts (c) and (d), given the losses of verify.sh with the feature on (run under the seam probe); the base and
+    off runs get `off_env` (the seam probe again, recording into a folder of their own)."""
     problems = falling("verify.sh", on_printed)
     printed, why = run_script(workspace, "train.sh", feature["enable"], framework, timeout_s)
     problems += [f"training: {why}"] if why else falling("train.sh", printed)
-    runs = [run_script(workspace, "verify.sh", [], framework, timeout_s) for _ in range(BASE_RUNS)]
-    runs.append(run_script(workspace, "verify.sh", feature["disable"], framework, timeout_s))
+    runs = [run_script(workspace, "verify.sh", [], framework, timeout_s, off_env) for _ in range(BASE_RUNS)]
+    runs.append(run_script(workspace, "verify.sh", feature["disable"], framework, timeout_s, off_env))
     problems += [f"liveness: {why}" for _, why in runs if why]
     if problems:
         return problems
@@ -548,7 +559,26 @@ def check_model(
         problems = check_seam(Path(seam_dir), spec, feature["op"], profile, feature.get("aux", ""))
     if problems:
         return problems + ["train.sh and liveness: not checked, since the model misuses the op"]
-    return check_training(workspace, framework, feature, timeout_s, on_printed, profile)
+    with tempfile.TemporaryDirectory(prefix="feature-off-seam-") as off_dir:
+        off_env = seam_env(feature, check_py, off_dir, spec)
+        problems = check_training(workspace, framework, feature, timeout_s, on_printed, profile, off_env)
+        return problems + calls_while_off(Path(off_dir), feature)
+
+
+def calls_while_off(off_dir: Path, feature: dict) -> list[str]:
+    """Revision 5: the base and "disable" runs must not call the op (or the aux function). On a profile where the
+    feature's output equals the base path's (MoBA over a sequence of a few blocks is dense attention), the losses
+    cannot show a switch that is on by default; the calls can."""
+    problems = []
+    for name, key in (("seam", "op"), ("aux-seam", "aux")):
+        calls = sum(len(json.loads(f.read_text())) for f in off_dir.glob(f"{name}-*.json"))
+        if calls:
+            problems.append(
+                f"liveness: with the feature off (verify.sh with no arguments and with {feature['disable']}), the "
+                f"model called {feature[key]} {calls} times: the switch must be off by default, and off must not "
+                "run the feature"
+            )
+    return problems
 
 
 def main(spec: OpSpec, check_py: str) -> int:

@@ -382,18 +382,18 @@ def _measure(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_golds_pass_their_op_checks_every_time_small():
-    """25 op checks of each gold's op and of DynMoE's aux function (the committed golds): the quick form of the
-    1,000-check measurement below."""
+    """25 op checks of each gold's op and of the aux functions of DynMoE and MoE++ (the committed golds): the quick
+    form of the 1,000-check measurement below."""
     done = _measure("--op-checks", "25")
-    assert done.returncode == 0 and done.stdout.count(" 0 FAIL") == 5, done.stdout + done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.count(" 0 FAIL") == 6, done.stdout + done.stderr[-2000:]
 
 
 @pytest.mark.slow
 def test_golds_pass_their_op_checks_every_time():
-    """The false-FAIL rate of tasks/feature/README.md: 1,000 op checks of each gold (and of DynMoE's aux function),
-    none FAILs."""
+    """The false-FAIL rate of tasks/feature/README.md: 1,000 op checks of each gold (and of the aux functions of
+    DynMoE and MoE++), none FAILs."""
     done = _measure("--op-checks", "1000")
-    assert done.returncode == 0 and done.stdout.count("1000 checks, 0 FAIL") == 5, done.stdout + done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.count("1000 checks, 0 FAIL") == 6, done.stdout + done.stderr[-2000:]
 
 
 def test_feature_json_names_the_aux_function_where_the_task_has_one(tmp_path):
@@ -546,3 +546,46 @@ def test_dynmoe_aux_loss_takes_the_gates_own_vectors(vectors, gate_first, ok):
     (out.square().sum() + loss).backward()
     problems = [p for p in m.judge_aux_calls(aux_calls, "smoke") if "gate's own vectors" in p]
     assert (problems == []) == ok, problems
+
+
+def test_the_base_and_off_runs_must_not_call_the_op(tmp_path):
+    """Revision 5 (blind4 default-on on MoBA): where the feature's output equals the base path's on a profile (MoBA
+    over a few blocks), only the calls show a switch that is on by default."""
+    feature = {"op": "m:moba_attention", "aux": "m:aux", "disable": ["--off"]}
+    assert feature_check.calls_while_off(tmp_path, feature) == []
+    (tmp_path / "seam-7.json").write_text(json.dumps([{"call": 0}, {"call": 1}]))
+    problems = feature_check.calls_while_off(tmp_path, feature)
+    assert len(problems) == 1 and "called m:moba_attention 2 times" in problems[0], problems
+
+
+@pytest.mark.parametrize("use, expect", [
+    ("as-is", []), ("renormalised", ["only up to their scale"]), ("detached", ["do not require grad"]),
+    ("raw-logits", ["equal no moepp_expert_mix call's routed logits"])])  # fmt: skip
+def test_moepp_judges_how_the_model_uses_the_ffn_weights(use, expect):
+    """Revision 5 (blind3/blind4 ffn-weights-renormalised): a model that passes zeros for ffn_out weights its FFN
+    experts by moepp_ffn_weights(routed_logits) as they are; renormalised, the loss is blind to their scale."""
+    spec, m = _spec("04-moe-plus-plus")
+    torch.manual_seed(0)
+    calls, aux_calls = [], []
+    op = feature_check.recording(spec.reference, spec, calls)
+    ffn_weights = feature_check.recording(spec.aux.reference, spec.aux, aux_calls)
+    x, gate = torch.randn(64, 16), torch.nn.Parameter(torch.randn(16, 12))
+    const = [torch.nn.Parameter(torch.randn(2, 16)), torch.nn.Parameter(torch.randn(2, 2, 16))]
+    logits = x @ gate
+    y, routed = op(x, logits, None, torch.zeros(12, 12), x.new_zeros(()).expand(64, 8, 16), *const, 2, 1, 1)
+    w, ids = ffn_weights(logits + 1 if use == "raw-logits" else routed, 2)
+    w = {"renormalised": w / w.sum(-1, keepdim=True), "detached": w.detach()}.get(use, w)
+    ffn_TKD = torch.randn(64, 2, 16) * (ids < 8)[..., None]
+    ((y + (w[..., None] * ffn_TKD).sum(1)) * torch.randn(64, 16)).sum().backward()
+    assert spec.aux_needed(calls)
+    found = m.judge_aux_calls(aux_calls, "smoke")
+    assert len(found) == len(expect) and all(e in p for e, p in zip(expect, found)), found
+
+
+def test_moepp_needs_the_ffn_weights_function_only_when_ffn_out_is_zeros(tmp_path):
+    spec = _spec("04-moe-plus-plus")[0]
+    (tmp_path / "seam-1.json").write_text(json.dumps([{"call": 0, "error": "stands for a call", "ffn_zero": False}]))
+    assert not any("never called" in p for p in feature_check.check_seam(tmp_path, spec, "m:mix", "smoke", "m:w"))
+    (tmp_path / "seam-1.json").write_text(json.dumps([{"call": 0, "error": "stands for a call", "ffn_zero": True}]))
+    problems = feature_check.check_seam(tmp_path, spec, "m:mix", "smoke", "m:w")
+    assert any("never called m:w" in p for p in problems), problems

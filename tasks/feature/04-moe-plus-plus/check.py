@@ -3,8 +3,9 @@ gradients) on inputs where every expert kind is chosen, then training, what the 
 every MoE layer, the first without previous logits, 1 zero, 1 copy and 2 constant experts after the FFN ones, as
 many logits as the profile's model has experts, the model's top-k, the load-balancing loss reaching the last layer's
 logits, learnable W_g, v and W_c that receive gradients, previous logits that pass the gradient back to their
-layer, both outputs used, no token's output dropped) and
-liveness (feature_check.py). float32 only: routing is a discrete top-k."""
+layer, both outputs used, no token's output dropped; where the model passes zeros for ffn_out, the FFN weights it
+takes from moepp_ffn_weights, on the routed logits, used as they are) and liveness (feature_check.py). float32 only:
+routing is a discrete top-k."""
 
 import sys
 import weakref
@@ -16,7 +17,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
 from feature_check import OpSpec, grad_probe, load_reference, main  # noqa: E402
 
-moepp_expert_mix_reference = load_reference(HERE).moepp_expert_mix_reference
+reference = load_reference(HERE)
+moepp_expert_mix_reference, moepp_ffn_weights_reference = (
+    reference.moepp_expert_mix_reference,
+    reference.moepp_ffn_weights_reference,
+)
 TOP_K = {"smoke": 2, "gpu1": 6, "paper": 6}  # num_experts_per_tok of each profile's provided model
 EXPERTS = {"smoke": 8, "gpu1": 64, "paper": 64}  # n_routed_experts: MoE++ takes its 4 zero-computation ones out
 BALANCE_FLOOR = 1e-4  # below it, a token's logit gradient off the chosen experts' softmax is rounding (float32 ~1e-6)
@@ -118,6 +123,8 @@ def record_call(record, op, a, out):
     record["top_k"], record["num_zero"], record["num_copy"] = int(a["top_k"]), int(a["num_zero"]), int(a["num_copy"])
     record["ffn"], record["constant"] = a["ffn_out"].shape[1], a["const_vectors"].shape[0]
     record["experts"], record["first_layer"] = a["logits"].shape[-1], a["prev_logits"] is None
+    ffn = a["ffn_out"].detach()  # zeros expanded from a scalar (no memory) or real outputs
+    record["ffn_zero"] = not bool(ffn.flatten()[0] if not any(ffn.stride()) else ffn.any())
     for key in LEARNED if a["prev_logits"] is not None else LEARNED[1:]:
         grad_probe(record, key, a[key])
     if a["prev_logits"] is not None:  # the gating residual trains the previous layer's router too (revision 3)
@@ -208,9 +215,79 @@ def judge_calls(calls, profile):
     return problems
 
 
+# Revision 5 (blind3/blind4 ffn-weights-renormalised): a model that passes zeros for ffn_out weights its FFN experts
+# outside the op, by what moepp_ffn_weights returns. Renormalising them (w / sum w) makes the loss blind to their
+# scale, so the gradient g the weights w receive has sum_k w_k g_k = 0 for every token; used as they are, that sum
+# is the token's output gradient times its FFN share. Per call, the median over tokens of |sum w g| / sum |w g|.
+SCALE_SHARE_FLOOR = {"smoke": 1e-3, "gpu1": 2e-2, "paper": 2e-2}
+
+
+def make_aux_inputs(gen, dtype):
+    """32 tokens' routed logits over 10 experts, top-2."""
+    return [torch.randn(32, 10, generator=gen).to(dtype).requires_grad_()], {"top_k": 2}
+
+
+def dense_weights(out):
+    """(weights, ids) as one [T, max id + 1] map with each weight at its id: compares both, differentiably."""
+    weights, ids = out[0], out[1].long()
+    return [weights.new_zeros(ids.shape[0], int(ids.max()) + 1).scatter(-1, ids, weights)]
+
+
+def scale_share_probe(record, weights):
+    record["scale_share"] = None
+    w = weights.detach()
+
+    def hook(g):
+        try:
+            wg_TK = (w.float() * g.detach().float()).reshape(-1, w.shape[-1])
+            total_T = wg_TK.abs().sum(-1)
+            used_T = total_T > 0  # tokens with an FFN expert whose output the loss sees
+            if used_T.any():
+                share = float((wg_TK.sum(-1).abs()[used_T] / total_T[used_T]).median())
+                record["scale_share"] = max(record["scale_share"] or 0.0, share)
+        except Exception as e:
+            record["error"] = f"recording the FFN weights' gradient: {type(e).__name__}: {e}"
+
+    weights.register_hook(hook)
+
+
+def record_aux_call(record, op, a, out):
+    r = a["routed_logits"].detach()
+    record["from_routed"] = any(t.shape == r.shape and torch.equal(t, r) for t in _ROUTED_VALUES)
+    grad_probe(record, "weights", out[0])
+    if record["weights"]:
+        scale_share_probe(record, out[0])
+
+
+def judge_aux_calls(calls, profile):
+    problems = []
+    if not all(c["from_routed"] for c in calls):
+        problems.append(
+            "a moepp_ffn_weights call's routed_logits equal no moepp_expert_mix call's routed logits: the FFN "
+            "experts' weights come from softmax(routed_logits), after the gating residual"
+        )
+    if not all(c["weights"] for c in calls):
+        problems.append("the FFN weights moepp_ffn_weights returns do not require grad: the router cannot learn")
+    elif not max(c["weights_grad"] for c in calls) > 0:
+        problems.append("no gradient reached the weights moepp_ffn_weights returns: the model does not use them")
+    shares = [c["scale_share"] for c in calls if c["scale_share"] is not None]
+    if shares and not min(shares) >= SCALE_SHARE_FLOOR[profile]:
+        problems.append(
+            "the model uses the FFN weights moepp_ffn_weights returns only up to their scale (median share "
+            f"{min(shares):.1e} of a token's weight gradient along the weights): renormalised; each FFN expert is "
+            "weighted by its probability as it is"
+        )
+    return problems
+
+
+AUX = OpSpec(
+    moepp_ffn_weights_reference, make_aux_inputs, {torch.float32: 1e-5}, dense_weights, record_aux_call,
+    judge_aux_calls,
+)  # fmt: skip
 SPEC = OpSpec(
-    moepp_expert_mix_reference, make_inputs, {torch.float32: 1e-4}, lambda out: list(out), record_call, judge_calls
-)
+    moepp_expert_mix_reference, make_inputs, {torch.float32: 1e-4}, lambda out: list(out), record_call, judge_calls,
+    AUX, aux_needed=lambda calls: any(c.get("ffn_zero") for c in calls),
+)  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main(SPEC, __file__))

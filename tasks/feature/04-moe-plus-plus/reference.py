@@ -48,3 +48,12 @@ def moepp_expert_mix_reference(
     chosen_TKD = outputs_TED.gather(1, ids_TK[..., None].expand(T, top_k, D))
     y_TD = (weights_TK[..., None] * chosen_TKD).sum(1)
     return y_TD.to(x.dtype), routed_TE
+
+
+def moepp_ffn_weights_reference(routed_logits, top_k):
+    """The top_k experts of p = softmax(routed_logits) over all experts and their probabilities (not renormalised):
+    (weights [T, K], ids [T, K]). A model that passes zeros for ffn_out weights each chosen FFN expert (id < F) by
+    these; the zero-computation experts' share (ids >= F) is already in moepp_expert_mix's y."""
+    acc = torch.promote_types(routed_logits.dtype, torch.float32)
+    weights_TK, ids_TK = routed_logits.to(acc).softmax(-1).topk(top_k, dim=-1)
+    return weights_TK, ids_TK
