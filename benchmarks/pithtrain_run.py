@@ -3,7 +3,8 @@
     [torchrun --standalone --nproc-per-node N] benchmarks/pithtrain_run.py RUN.toml --steps S
 
 The run is exactly `python -m pithtrain train RUN.toml` (data.kind = "synthetic") except where its samples come
-from, and that the room for a checkpoint it never writes is not checked: `data.kind = "synthetic"` draws each
+from, and that it does no checkpoint work (the room for a checkpoint is not checked, its host buffers are not
+allocated), as the other sides run with checkpointing off: `data.kind = "synthetic"` draws each
 sample's ids inside the step; here every sample of the S steps is generated before training starts
 (benchmarks/synthetic.py, as for the other sides) and the trainer's own get_batch reads them. Step times are the
 trainer's own metrics.jsonl: the wall time between two steps' log lines, each written after the loss has been
@@ -14,6 +15,7 @@ import argparse
 
 from synthetic import token_rows
 
+from pithtrain.modules import checkpoint
 from pithtrain.tasks import pretrain_lm
 
 
@@ -45,6 +47,10 @@ def main(argv=None) -> None:
     # The run is stopped after --steps, before its first save: the room a checkpoint would need is not checked
     # (the 8-layer shape's 67 GB exceeds the GPU machine's disk, and no checkpoint is ever written).
     pretrain_lm.check_checkpoint_dir = lambda ckpt_dir, rank_bytes: None
+    # Nor are the save's host buffers allocated: pinning them (67 GB at 8 layers) runs in a background thread from
+    # the first step on, through the timed steps. In the call of 20261202T174206Z pithtrain's steps varied by up to
+    # 2x while TorchTitan's (checkpointing off, as megatron-core's) stayed within 1%.
+    checkpoint.AsyncCheckpointer.prepare = lambda self, model, optimizer: None
     pretrain_lm.launch(cfg)
 
 
