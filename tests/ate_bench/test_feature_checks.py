@@ -328,7 +328,7 @@ def _diff_calls(lambda_inits, lambda_std=0.1):
     learned = {k: True for k in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2", "norm_weight", "output")}
     grads = {f"{k}_grad": 0.1 for k in learned}
     cut = {"shared_dims": [8, 8], "factors": dict.fromkeys(("q1", "k1", "q2", "k2"), 1.0)}
-    init = {"lambda_sum_sq": 64 * lambda_std**2, "lambda_count": 64}  # four vectors of 16
+    init = {"lambda_sum_sq": 64 * lambda_std**2, "lambda_count": 64, "lambda_dims": [16] * 4, "half_dim": 16}
     return [
         {"call": i, "lambda_init": x, "eps": 1e-5, **learned, **grads, **cut, **init}
         for i, x in enumerate(lambda_inits)
@@ -367,7 +367,7 @@ def test_profile_facts_match_the_provided_models(profile):
         return cast(found.group(1)) if found else getattr(DeepseekV2Cfg, key)
 
     diff, moepp = _check_module("03-diff-attention"), _check_module("04-moe-plus-plus")
-    assert diff.LAYERS[profile] == fact("num_hidden_layers")
+    assert diff.LAYERS[profile] == _check_module("01-moba").LAYERS[profile] == fact("num_hidden_layers")
     assert moepp.TOP_K[profile] == fact("num_experts_per_tok")
     assert moepp.EXPERTS[profile] == fact("n_routed_experts")
     assert _check_module("01-moba").QK_HEAD_DIM[profile] == fact("qk_nope_head_dim") + fact("qk_rope_head_dim")
@@ -407,9 +407,9 @@ def test_feature_json_names_the_aux_function_where_the_task_has_one(tmp_path):
 def test_moba_judges_the_qk_head_size_against_the_profile():
     """Revision 2 (blind near miss nope-only-qk): MoBA on the no-RoPE parts only gets q and k 32 wide, not 48."""
     m = _check_module("01-moba")
-    call = {"top_k": 3, "block_size": 16, "seq": 128, "output_grad": 1.0}
-    assert m.judge_calls([{**call, "qk_head_dim": [48, 48]}], "smoke") == []
-    problems = m.judge_calls([{**call, "qk_head_dim": [32, 32]}], "smoke")
+    calls = [{"top_k": 3, "block_size": 16, "seq": 128, "output_grad": 1.0, "pid": 1, "caller": i} for i in range(3)]
+    assert m.judge_calls([{**c, "qk_head_dim": [48, 48]} for c in calls], "smoke") == []
+    problems = m.judge_calls([{**c, "qk_head_dim": [32, 32]} for c in calls], "smoke")
     assert len(problems) == 1 and "head size" in problems[0]
 
 
@@ -559,11 +559,14 @@ def test_the_base_and_off_runs_must_not_call_the_op(tmp_path):
 
 
 @pytest.mark.parametrize("use, expect", [
-    ("as-is", []), ("renormalised", ["only up to their scale"]), ("detached", ["do not require grad"]),
-    ("raw-logits", ["equal no moepp_expert_mix call's routed logits"])])  # fmt: skip
+    ("as-is", []), ("renormalised", ["slots on zero-computation experts", "only up to their scale"]),
+    ("detached", ["no gradient reached the weights"]),
+    ("raw-logits", ["equal no moepp_expert_mix call's routed logits"]),
+    ("zc-used", ["slots on zero-computation experts"])])  # fmt: skip
 def test_moepp_judges_how_the_model_uses_the_ffn_weights(use, expect):
     """Revision 5 (blind3/blind4 ffn-weights-renormalised): a model that passes zeros for ffn_out weights its FFN
-    experts by moepp_ffn_weights(routed_logits) as they are; renormalised, the loss is blind to their scale."""
+    experts by moepp_ffn_weights(routed_logits) as they are; renormalised, the loss is blind to their scale.
+    Revision 6 (blind5 zc-slot-unmasked): the zero-computation experts' slots weight no FFN output."""
     spec, m = _spec("04-moe-plus-plus")
     torch.manual_seed(0)
     calls, aux_calls = [], []
@@ -575,7 +578,7 @@ def test_moepp_judges_how_the_model_uses_the_ffn_weights(use, expect):
     y, routed = op(x, logits, None, torch.zeros(12, 12), x.new_zeros(()).expand(64, 8, 16), *const, 2, 1, 1)
     w, ids = ffn_weights(logits + 1 if use == "raw-logits" else routed, 2)
     w = {"renormalised": w / w.sum(-1, keepdim=True), "detached": w.detach()}.get(use, w)
-    ffn_TKD = torch.randn(64, 2, 16) * (ids < 8)[..., None]
+    ffn_TKD = torch.randn(64, 2, 16) * ((ids < 8) | (use == "zc-used"))[..., None]  # blind5 zc-slot-unmasked
     ((y + (w[..., None] * ffn_TKD).sum(1)) * torch.randn(64, 16)).sum().backward()
     assert spec.aux_needed(calls)
     found = m.judge_aux_calls(aux_calls, "smoke")
@@ -589,3 +592,40 @@ def test_moepp_needs_the_ffn_weights_function_only_when_ffn_out_is_zeros(tmp_pat
     (tmp_path / "seam-1.json").write_text(json.dumps([{"call": 0, "error": "stands for a call", "ffn_zero": True}]))
     problems = feature_check.check_seam(tmp_path, spec, "m:mix", "smoke", "m:w")
     assert any("never called m:w" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("dispatch, dropped", [(12, False), (2, True)])
+def test_dynmoe_judges_a_model_that_drops_active_experts(dispatch, dropped):
+    """Revision 6 (blind5 dispatch-keeps-top-k): the model combines every expert the gate made active (up to k_max);
+    one that dispatches a fixed top-2 of the weights drops the others, whose weights then get no gradient."""
+    spec, m = _spec("02-dynmoe")
+    torch.manual_seed(0)
+    calls = []
+    gate = feature_check.recording(spec.reference, spec, calls)
+    x, vectors = torch.randn(64, 16), torch.nn.Parameter(torch.randn(8, 16))
+    thresholds = torch.nn.Parameter(torch.zeros(8))
+    w_TE = gate(x, vectors, thresholds, 12)
+    kept_w, kept_ids = w_TE.topk(min(dispatch, 8), dim=-1)
+    (kept_w * torch.randn(kept_w.shape)).sum().backward()
+    assert (calls[0]["dropped"] > 0) == dropped
+    assert any("does not combine every expert" in p for p in m.judge_calls(calls, "smoke")) == dropped
+
+
+def test_diff_attention_judges_the_lambda_vectors_size():
+    """Revision 6 (blind5 lambda-full-head-dim): lambda's vectors are as long as each half's head (q1's), not the
+    whole head."""
+    m = _check_module("03-diff-attention")
+    calls = _diff_calls([m.lambda_init_for_layer(layer) for layer in (1, 2, 3)])
+    assert not any("lambda vectors have sizes" in p for p in m.judge_calls(calls, "smoke"))
+    wide = [{**c, "lambda_dims": [32] * 4} for c in calls]
+    assert any("lambda vectors have sizes [32]" in p for p in m.judge_calls(wide, "smoke"))
+
+
+def test_moba_judges_that_every_layer_calls_the_op():
+    """Revision 6 (blind5 dense-layer-skipped): MoBA is the attention of every layer, the dense first ones too."""
+    m = _check_module("01-moba")
+    calls = [{"top_k": 3, "block_size": 16, "seq": 128, "qk_head_dim": [48, 48], "output_grad": 0.1, "pid": 1,
+              "caller": layer} for layer in (10, 11, 12) * 2]  # fmt: skip
+    assert m.judge_calls(calls, "smoke") == []
+    problems = m.judge_calls([c for c in calls if c["caller"] != 10], "smoke")
+    assert len(problems) == 1 and "called from [2] modules" in problems[0], problems

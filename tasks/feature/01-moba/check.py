@@ -1,6 +1,6 @@
 """feature-01 MoBA: the agent's moba_attention against reference.py, then training, what the model feeds the op
 (top-3 of 8 blocks of the profile's sequence; q and k as wide as the model's whole qk head, RoPE part included;
-the output used) and liveness (feature_check.py). float32 only: the
+the output used; called from every layer's attention) and liveness (feature_check.py). float32 only: the
 block choice is a discrete top-k, which bf16 gate scores may break differently from ours."""
 
 import sys
@@ -10,10 +10,11 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
-from feature_check import OpSpec, grad_probe, load_reference, main  # noqa: E402
+from feature_check import OpSpec, calling_modules, grad_probe, load_reference, main  # noqa: E402
 
 moba_attention_reference = load_reference(HERE).moba_attention_reference
 QK_HEAD_DIM = {"smoke": 48, "gpu1": 192, "paper": 192}  # qk_nope_head_dim + qk_rope_head_dim of each profile's model
+LAYERS = {"smoke": 3, "gpu1": 4, "paper": 27}  # num_hidden_layers of each profile's provided model
 
 
 def make_inputs(gen, dtype):
@@ -27,6 +28,8 @@ def record_call(record, op, a, out):
     record["top_k"], record["block_size"], record["seq"] = int(a["top_k"]), int(a["block_size"]), a["q"].shape[1]
     record["qk_head_dim"] = [a["q"].shape[-1], a["k"].shape[-1]]
     grad_probe(record, "output", out)
+    callers = calling_modules(limit=1)  # the layer's attention (or whichever module with submodules called it)
+    record["caller"] = id(callers[0]) if callers else None
 
 
 def judge_calls(calls, profile):
@@ -44,6 +47,13 @@ def judge_calls(calls, profile):
         )
     if not max(c["output_grad"] for c in calls) > 0:
         problems.append("no gradient reached the op's output: the model does not use it")
+    # Revision 6 (blind5 dense-layer-skipped): MoBA replaces the attention of every layer, the dense first ones too.
+    layers = {len({c["caller"] for c in calls if c["pid"] == pid}) for pid in {c["pid"] for c in calls}}
+    if layers != {LAYERS[profile]}:
+        problems.append(
+            f"the op was called from {sorted(layers)} modules a process; the profile's model has {LAYERS[profile]} "
+            "layers, and MoBA is the attention of every one"
+        )
     return problems
 
 

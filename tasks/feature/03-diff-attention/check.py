@@ -1,11 +1,11 @@
-"""feature-03 Differential attention: the agent's differential_attention against reference.py (forward and
-gradients, lambda vectors and norm weight included), then training, what the model feeds the op (lambda_init by the
-paper's depth rule in every layer, learnable lambda vectors and norm weight that receive gradients, eps 1e-5, the
+"""feature-03 Differential attention: the agent's differential_attention against reference.py (forward and gradients,
+lambda vectors and norm weight included), then training, what the model feeds the op (lambda_init by the paper's depth
+rule in every layer, learnable lambda vectors of q1's head size and norm weight that receive gradients, eps 1e-5, the
 output used, k1 and k2 each holding half of MLA's shared RoPE key, q and k as the layer's projections give them, not
-scaled) and liveness (feature_check.py). float32 is the sharp check (1e-4). bfloat16 is compared with the
-reference in float64: the SDPA gold's bf16 error has a long tail on lambda's gradient (one scalar summed over both
-maps) at lambda_init near 0.8, up to 1.5e-1 in a one-off sweep of 6,000 trials; the tolerance is twice that
-(README.md; measure_false_fail.py keeps the 1,000-check measurement)."""
+scaled) and liveness (feature_check.py). float32 is the sharp check (1e-4). bfloat16 is compared with the reference in
+float64: the SDPA gold's bf16 error has a long tail on lambda's gradient (one scalar summed over both maps) at
+lambda_init near 0.8, up to 1.5e-1 in a one-off sweep of 6,000 trials; the tolerance is twice that (README.md;
+measure_false_fail.py keeps the 1,000-check measurement)."""
 
 import math
 import sys
@@ -74,6 +74,7 @@ def record_call(record, op, a, out):
     record["factors"] = input_factors(a)
     lambdas = torch.cat([a[k].detach().float().flatten() for k in LEARNED[:4]])
     record["lambda_sum_sq"], record["lambda_count"] = float(lambdas.square().sum()), lambdas.numel()
+    record["lambda_dims"], record["half_dim"] = [a[k].shape[-1] for k in LEARNED[:4]], a["q1"].shape[-1]
     for key in LEARNED:
         grad_probe(record, key, a[key])
     grad_probe(record, "output", out)
@@ -88,6 +89,13 @@ def judge_calls(calls, profile):
             f"the model's layers pass lambda_init {', '.join(f'{x:.4f}' for x in seen)}; the paper's rule "
             f"0.8 - 0.6 exp(-0.3 (l - 1)) for its {LAYERS[profile]} layers, l from 1, gives "
             f"{', '.join(f'{x:.4f}' for x in rule)}"
+        )
+    # Revision 6 (blind5 lambda-full-head-dim): lambda's vectors are in R^d, d the head size of each half (q1's).
+    sizes = {(tuple(c["lambda_dims"]), c["half_dim"]) for c in calls}
+    if any(set(dims) != {half} for dims, half in sizes):
+        problems.append(
+            f"the model's lambda vectors have sizes {sorted({d for dims, _ in sizes for d in dims})} where q1 and k1 "
+            f"have head size {sorted({half for _, half in sizes})}: the paper's lambda_q1 .. lambda_k2 are in R^d"
         )
     first = calls[: LAYERS[profile]]  # step 1's forward: one call a layer, before any update
     std = math.sqrt(sum(c["lambda_sum_sq"] for c in first) / sum(c["lambda_count"] for c in first))

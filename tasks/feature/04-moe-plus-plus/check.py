@@ -30,6 +30,7 @@ _ROUTED: list = []  # (weak reference to a call's routed logits, its record): a 
 # fine), not this layer's raw logits (revision 4); as many as a step's MoE layers, forward and recompute.
 _ROUTED_VALUES: list = []
 ROUTED_KEPT = 64
+_FFN_COUNT: list = [None]  # the latest moepp_expert_mix call's FFN experts: ids from it on are zero-computation
 # The raw logits' gradient beyond the routed logits': 0 in float32 (smoke), a bf16 cast on the GPU profiles.
 RAW_ROUTED_TOL = {"smoke": 1e-5, "gpu1": 1e-2, "paper": 1e-2}
 KINDS = ("ffn", "zero", "copy", "constant 0", "constant 1")
@@ -122,6 +123,7 @@ def raw_routed_probe(record, logits, routed):
 def record_call(record, op, a, out):
     record["top_k"], record["num_zero"], record["num_copy"] = int(a["top_k"]), int(a["num_zero"]), int(a["num_copy"])
     record["ffn"], record["constant"] = a["ffn_out"].shape[1], a["const_vectors"].shape[0]
+    _FFN_COUNT[0] = record["ffn"]
     record["experts"], record["first_layer"] = a["logits"].shape[-1], a["prev_logits"] is None
     ffn = a["ffn_out"].detach()  # zeros expanded from a scalar (no memory) or real outputs
     record["ffn_zero"] = not bool(ffn.flatten()[0] if not any(ffn.stride()) else ffn.any())
@@ -233,12 +235,17 @@ def dense_weights(out):
     return [weights.new_zeros(ids.shape[0], int(ids.max()) + 1).scatter(-1, ids, weights)]
 
 
-def scale_share_probe(record, weights):
-    record["scale_share"] = None
+def scale_share_probe(record, weights, ids):
+    """Also record["zc_weights_used"]: slots on zero-computation experts (id >= the FFN experts' count) whose weight
+    got a gradient: the model weighted an FFN output by them (revision 6, blind5 zc-slot-unmasked); their share is
+    already in y."""
+    record["scale_share"], record["zc_weights_used"] = None, None
     w = weights.detach()
+    zc = ids.detach() >= _FFN_COUNT[0] if _FFN_COUNT[0] is not None else torch.zeros_like(ids, dtype=torch.bool)
 
     def hook(g):
         try:
+            record["zc_weights_used"] = max(record["zc_weights_used"] or 0, int((zc & (g != 0)).sum()))
             wg_TK = (w.float() * g.detach().float()).reshape(-1, w.shape[-1])
             total_T = wg_TK.abs().sum(-1)
             used_T = total_T > 0  # tokens with an FFN expert whose output the loss sees
@@ -256,7 +263,7 @@ def record_aux_call(record, op, a, out):
     record["from_routed"] = any(t.shape == r.shape and torch.equal(t, r) for t in _ROUTED_VALUES)
     grad_probe(record, "weights", out[0])
     if record["weights"]:
-        scale_share_probe(record, out[0])
+        scale_share_probe(record, out[0], out[1])
 
 
 def judge_aux_calls(calls, profile):
@@ -270,6 +277,12 @@ def judge_aux_calls(calls, profile):
         problems.append("the FFN weights moepp_ffn_weights returns do not require grad: the router cannot learn")
     elif not max(c["weights_grad"] for c in calls) > 0:
         problems.append("no gradient reached the weights moepp_ffn_weights returns: the model does not use them")
+    used = max((c.get("zc_weights_used") or 0) for c in calls)
+    if used:
+        problems.append(
+            f"{used} top-k slots on zero-computation experts had their moepp_ffn_weights weight used (it got a "
+            "gradient): only the FFN experts' slots weight an FFN output; the others' share is already in y"
+        )
     shares = [c["scale_share"] for c in calls if c["scale_share"] is not None]
     if shares and not min(shares) >= SCALE_SHARE_FLOOR[profile]:
         problems.append(
