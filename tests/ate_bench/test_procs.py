@@ -63,8 +63,9 @@ def test_ctrl_c_of_the_harness_ends_the_agent(tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(
-        [sys.executable, "-c", harness, AGENT], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-c", harness, AGENT], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal, even under `make test &`
+    )  # fmt: skip
     files = [tmp_path / f"{name}.pid" for name in ("child", "grandchild", "escaped")]
     pids: list[int] = []
     try:
