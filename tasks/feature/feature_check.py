@@ -69,6 +69,7 @@ BASE_RUNS = 3  # the envelope is the largest gap among three base runs: two gave
 # CPU's runs are identical: its profile has no floor, so every step is held to the printed digit.
 LATER_STEP_NOISE = {"smoke": 0.0, "gpu1": 3e-4, "paper": 3e-4}  # relative to the loss, steps 2 on
 GRAD_DRAWS = 3  # random output gradients whose reference gradients give each input gradient's scale
+LAYERS = {"smoke": 3, "gpu1": 4, "paper": 27}  # num_hidden_layers of each profile's provided model (every task's)
 SEAM_PROBE = Path(__file__).resolve().parent / "seam_probe"  # its sitecustomize.py wraps the op in the trainer
 SEAM_REPLAY_CALLS = 8  # per process, the first calls (the first step's) are replayed through op and reference
 
@@ -227,15 +228,22 @@ def check_op(op: Callable, spec: OpSpec, trials: int = 3, label: str = "op") -> 
 # The seam probe, part 1 (in the trainer process, from seam_probe/sitecustomize.py).
 
 
-def grad_probe(record: dict, key: str, tensor) -> None:
+def grad_probe(record: dict, key: str, tensor, count_unused: bool = False) -> None:
     """record[key]: whether `tensor` requires grad; record[key + "_grad"]: the largest |gradient| it received, and
     record[key + "_zero_rows"]: how many rows (all dims but the last) got an all-zero gradient in the latest
-    backward; both are filled in by the backward (0 and None until one reaches the tensor)."""
+    backward; both are filled in by the backward (0 and None until one reaches the tensor). With `count_unused`,
+    record[key + "_unused"]: the most entries of one backward whose value is not 0 but whose gradient is (a value
+    the model computed and then left out of the loss)."""
     record[key] = bool(torch.is_tensor(tensor) and tensor.requires_grad)
     record[key + "_grad"], record[key + "_zero_rows"] = 0.0, None
+    nonzero = tensor.detach() != 0 if count_unused and record[key] else None
+    if count_unused:
+        record[key + "_unused"] = None
 
     def hook(g):
         try:  # never break the model's backward: a failure here is reported by the checker
+            if nonzero is not None:
+                record[key + "_unused"] = max(record[key + "_unused"] or 0, int((nonzero & (g == 0)).sum()))
             g = g.detach().reshape(-1, g.shape[-1]) if g.dim() else g.detach().reshape(1, 1)
             record[key + "_grad"] = max(record[key + "_grad"], float(g.abs().max()))
             record[key + "_zero_rows"] = int((g == 0).all(-1).sum())

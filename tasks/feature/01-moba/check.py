@@ -10,11 +10,10 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
-from feature_check import OpSpec, calling_modules, grad_probe, load_reference, main  # noqa: E402
+from feature_check import LAYERS, OpSpec, calling_modules, grad_probe, load_reference, main  # noqa: E402
 
 moba_attention_reference = load_reference(HERE).moba_attention_reference
 QK_HEAD_DIM = {"smoke": 48, "gpu1": 192, "paper": 192}  # qk_nope_head_dim + qk_rope_head_dim of each profile's model
-LAYERS = {"smoke": 3, "gpu1": 4, "paper": 27}  # num_hidden_layers of each profile's provided model
 
 
 def make_inputs(gen, dtype):

@@ -59,25 +59,6 @@ def fingerprint(t) -> tuple:
     return tuple(sorted(v.shape)), float(v.sum()), float(v.square().sum())
 
 
-def dropped_probe(record, weights):
-    """record["dropped"]: the most (token, expert) pairs of one backward whose weight is not 0 but whose gradient is:
-    an expert the gate made active whose output the model never combined (revision 6, blind5 dispatch-keeps-top-k:
-    a dispatch of a fixed top-2 drops a token's third active expert). Each used weight's gradient is the token's
-    output gradient times that expert's output, 0 only by accident."""
-    record["dropped"] = None
-    if not (torch.is_tensor(weights) and weights.requires_grad):
-        return
-    nonzero = weights.detach() != 0
-
-    def hook(g):
-        try:
-            record["dropped"] = max(record["dropped"] or 0, int((nonzero & (g == 0)).sum()))
-        except Exception as e:
-            record["error"] = f"recording the weights' gradient: {type(e).__name__}: {e}"
-
-    weights.register_hook(hook)
-
-
 def record_call(record, op, a, out):
     fp = fingerprint(a["expert_vectors"])
     _GATE_FINGERPRINTS.add(fp)
@@ -89,8 +70,9 @@ def record_call(record, op, a, out):
     record["thresholds_abs_sum"] = float(a["thresholds"].detach().abs().sum())
     grad_probe(record, "thresholds", a["thresholds"])
     grad_probe(record, "expert_vectors", a["expert_vectors"])
-    grad_probe(record, "weights", out)
-    dropped_probe(record, out)
+    # revision 6 (blind5 dispatch-keeps-top-k): a weight that is not 0 but gets no gradient is an active expert the
+    # model never combined (each used weight's gradient is the token's output gradient times that expert's output)
+    grad_probe(record, "weights", out, count_unused=True)
     if record["call"] == 0:  # the model's own tokens and vectors, with every expert active (capped) and none (fallback)
         E = a["thresholds"].shape[-1]
         for name, level, k_max in (("capped", -FAR, max(1, E // 2)), ("fallback", FAR, K_MAX)):
@@ -107,7 +89,7 @@ def judge_calls(calls, profile):
             problems.append(f"the {key} the model passes or gets do not require grad: they cannot learn")
         elif not max(c[f"{key}_grad"] for c in calls) > 0:
             problems.append(f"no gradient reached the op's {key} in any call: the gate does not learn through the op")
-    dropped = max((c["dropped"] or 0) for c in calls)
+    dropped = max((c["weights_unused"] or 0) for c in calls)
     if dropped:
         problems.append(
             f"{dropped} active experts' weights got no gradient in one backward: the model does not combine every "

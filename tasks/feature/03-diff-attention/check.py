@@ -15,12 +15,20 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
-from feature_check import OpSpec, calling_modules, grad_probe, load_reference, main, run_factor, submodule_outputs  # noqa: E402,E501
+from feature_check import (  # noqa: E402
+    LAYERS,
+    OpSpec,
+    calling_modules,
+    grad_probe,
+    load_reference,
+    main,
+    run_factor,
+    submodule_outputs,
+)
 
 reference = load_reference(HERE)
 differential_attention_reference = reference.differential_attention_reference
 lambda_init_for_layer = reference.lambda_init_for_layer
-LAYERS = {"smoke": 3, "gpu1": 4, "paper": 27}  # num_hidden_layers of each profile's provided model
 LEARNED = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2", "norm_weight")
 HALF_ROPE = {"smoke": 8, "gpu1": 32, "paper": 32}  # qk_rope_head_dim / 2: the RoPE dims of each half
 YARN = (0.1 * 0.707 * math.log(40.0) + 1) ** 2  # YaRN's temperature mscale(40, 0.707)^2 of the gpu1 and paper models

@@ -235,11 +235,15 @@ def dense_weights(out):
     return [weights.new_zeros(ids.shape[0], int(ids.max()) + 1).scatter(-1, ids, weights)]
 
 
-def scale_share_probe(record, weights, ids):
-    """Also record["zc_weights_used"]: slots on zero-computation experts (id >= the FFN experts' count) whose weight
-    got a gradient: the model weighted an FFN output by them (revision 6, blind5 zc-slot-unmasked); their share is
-    already in y."""
+def ffn_weights_probe(record, weights, ids):
+    """From the gradient the returned weights get: record["scale_share"], the largest per-backward median over tokens
+    of |sum_k w_k g_k| / sum_k |w_k g_k| (0 up to rounding for a renormalised use, revision 5), and
+    record["zc_weights_used"], the slots on zero-computation experts (id >= the FFN experts' count) whose weight got a
+    gradient: the model weighted an FFN output by them (revision 6, blind5 zc-slot-unmasked); their share is in y.
+    Both None until a backward reaches the weights (or when they do not require grad)."""
     record["scale_share"], record["zc_weights_used"] = None, None
+    if not (torch.is_tensor(weights) and weights.requires_grad):
+        return
     w = weights.detach()
     zc = ids.detach() >= _FFN_COUNT[0] if _FFN_COUNT[0] is not None else torch.zeros_like(ids, dtype=torch.bool)
 
@@ -262,8 +266,7 @@ def record_aux_call(record, op, a, out):
     r = a["routed_logits"].detach()
     record["from_routed"] = any(t.shape == r.shape and torch.equal(t, r) for t in _ROUTED_VALUES)
     grad_probe(record, "weights", out[0])
-    if record["weights"]:
-        scale_share_probe(record, out[0], out[1])
+    ffn_weights_probe(record, out[0], out[1])
 
 
 def judge_aux_calls(calls, profile):
@@ -277,7 +280,7 @@ def judge_aux_calls(calls, profile):
         problems.append("the FFN weights moepp_ffn_weights returns do not require grad: the router cannot learn")
     elif not max(c["weights_grad"] for c in calls) > 0:
         problems.append("no gradient reached the weights moepp_ffn_weights returns: the model does not use them")
-    used = max((c.get("zc_weights_used") or 0) for c in calls)
+    used = max((c["zc_weights_used"] or 0) for c in calls)
     if used:
         problems.append(
             f"{used} top-k slots on zero-computation experts had their moepp_ffn_weights weight used (it got a "
