@@ -21,6 +21,12 @@ one table per slot:
     what = "the TOML job config (or --model.* flags over it)"
     accept = ["config-file"]
     accept_by_file = { "pithtrain/models/gpt_oss.py" = ["..."] }   # optional, see _check_choice
+    accept_by_path = { '--some-flag' = ["..."] }                     # optional, see _check_choice
+
+An answer about a non-default path names its setting on a `path:` line among the slot lines (the
+instruction says so); without one, or with `path: default`, it describes the defaults. An `at` entry may add
+`path = REGEX` (searched case-blind in that line, backticks dropped): a region of an optional path, which lands
+only for an answer whose `path` line matches; an entry without it lands for any answer.
 
 A citation lands in an accepted region when its file matches an `at` entry's `file` (fnmatch glob) and its
 range, widened by the entry's slack (SLACK lines unless it says less) each side and no longer than MAX_SPAN
@@ -113,6 +119,8 @@ class Region:
     pattern: re.Pattern
     slack: int
     """SLACK, or less where a near line means something else (the optional branch two lines away)."""
+    path: re.Pattern | None
+    """An optional path's region: lands only for an answer whose `path` line this matches."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,8 @@ class SlotKey:
     accept: tuple[frozenset[str], ...]
     by_file: tuple[tuple[str, tuple[frozenset[str], ...]], ...]
     """(file glob, accepted values) pairs: where a model family's answer differs (`accept_by_file`)."""
+    by_path: tuple[tuple[re.Pattern, tuple[frozenset[str], ...]], ...]
+    """(path regex, accepted values) pairs: the values for an answer that names that path (`accept_by_path`)."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +205,9 @@ def load_key(key_path: Path, framework: str, instruction: Path | None = None) ->
 def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
     if not isinstance(raw, dict):
         raise KeyFormatError(f"{at} = {raw!r}; need a table")
-    allowed = {"what", "at", "absent"} if doc.kind == "citation" else {"what", "accept", "accept_by_file"}
+    allowed = (
+        {"what", "at", "absent"} if doc.kind == "citation" else {"what", "accept", "accept_by_file", "accept_by_path"}
+    )
     if set(raw) - allowed or not isinstance(raw.get("what"), str) or not raw["what"].strip():
         raise KeyFormatError(f"{at}: keys {sorted(raw)}; a {doc.kind} slot needs what (non-empty) and {allowed}")
     if doc.kind == "choice":
@@ -206,7 +218,14 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
         if not isinstance(by_file_raw, dict) or not all(isinstance(v, list) and v for v in by_file_raw.values()):
             raise KeyFormatError(f"{at}: accept_by_file = {by_file_raw!r}; need {{ GLOB = [words], ... }}")
         by_file = tuple((glob, _choice_sets(doc, v, at)) for glob, v in by_file_raw.items())
-        return SlotKey(doc, raw["what"], (), "no", _choice_sets(doc, accept, at), by_file)
+        by_path_raw = raw.get("accept_by_path", {})
+        if not isinstance(by_path_raw, dict) or not all(isinstance(v, list) and v for v in by_path_raw.values()):
+            raise KeyFormatError(f"{at}: accept_by_path = {by_path_raw!r}; need {{ REGEX = [words], ... }}")
+        by_path = tuple(
+            (_regex(rx, f"{at} accept_by_path", re.IGNORECASE), _choice_sets(doc, v, at))
+            for rx, v in by_path_raw.items()
+        )
+        return SlotKey(doc, raw["what"], (), "no", _choice_sets(doc, accept, at), by_file, by_path)
     absent = raw.get("absent", "no")
     if absent not in ABSENT_VALUES:
         raise KeyFormatError(f"{at}: absent = {absent!r}; need one of {list(ABSENT_VALUES)}")
@@ -215,14 +234,17 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
         raise KeyFormatError(f"{at}: at = {regions_raw!r}; need a list of {{ file = GLOB, pattern = REGEX }}")
     regions = []
     for i, r in enumerate(regions_raw):
-        fields_ok = isinstance(r, dict) and {"file", "pattern"} <= set(r) <= {"file", "pattern", "slack"}
+        fields_ok = isinstance(r, dict) and {"file", "pattern"} <= set(r) <= {"file", "pattern", "slack", "path"}
         if not fields_ok or not isinstance(r["file"], str) or not r["file"]:
-            raise KeyFormatError(f"{at}: at[{i}] = {r!r}; need {{ file = GLOB, pattern = REGEX }} (and maybe slack)")
+            raise KeyFormatError(
+                f"{at}: at[{i}] = {r!r}; need {{ file = GLOB, pattern = REGEX }} (and maybe slack, path)"
+            )
         slack = r.get("slack", SLACK)
         if slack not in range(SLACK + 1) or isinstance(slack, bool):
             raise KeyFormatError(f"{at}: at[{i}].slack = {slack!r}; need an integer 0..{SLACK}")
-        regions.append(Region(r["file"], _regex(r["pattern"], f"{at} at[{i}].pattern", 0), slack))
-    return SlotKey(doc, raw["what"], tuple(regions), absent, (), ())
+        path = _regex(r["path"], f"{at} at[{i}].path", re.IGNORECASE) if "path" in r else None
+        regions.append(Region(r["file"], _regex(r["pattern"], f"{at} at[{i}].pattern", 0), slack, path))
+    return SlotKey(doc, raw["what"], tuple(regions), absent, (), (), ())
 
 
 def _choice_sets(doc: SlotDoc, accept: list, at: str) -> tuple[frozenset[str], ...]:
@@ -369,7 +391,17 @@ def _problem(c: Citation, resolver: Resolver) -> str:
     return "" if 1 <= c.start <= c.end <= n else f"lines {c.start}-{c.end} are not in {got[0]} ({n} lines)"
 
 
-def _lands(c: Citation, slot: SlotKey, resolver: Resolver) -> bool:
+def stated_path(values: list[str]) -> str:
+    """The setting an answer's last `path:` line names, or "" for the defaults (no line, or `default`)."""
+    said = values[-1].replace("`", "").replace("*", "").strip() if values else ""
+    return "" if re.match(r"(default\b|$)", said, re.IGNORECASE) else said
+
+
+def _on_path(r: Region, path: str) -> bool:
+    return r.path is None or (path != "" and r.path.search(path) is not None)
+
+
+def _lands(c: Citation, slot: SlotKey, resolver: Resolver, path: str) -> bool:
     rel = resolver.resolve(c.path)[0]
     if c.end - c.start + 1 > MAX_SPAN:
         return False
@@ -378,7 +410,10 @@ def _lands(c: Citation, slot: SlotKey, resolver: Resolver) -> bool:
     def window(r: Region) -> range:
         return range(max(c.start - r.slack, 1) - 1, min(c.end + r.slack, len(lines)))
 
-    return any(fnmatch.fnmatchcase(rel, r.file) and any(r.pattern.search(lines[i]) for i in window(r)) for r in slot.at)
+    return any(
+        _on_path(r, path) and fnmatch.fnmatchcase(rel, r.file) and any(r.pattern.search(lines[i]) for i in window(r))
+        for r in slot.at
+    )
 
 
 def slot_values(block: str, known: set[str]) -> tuple[dict[str, list[str]], list[str]]:
@@ -425,10 +460,11 @@ def absent_names(names: list[str], workspace: Path) -> list[str]:
     return [n for n in names if n.lower() in left]
 
 
-def _check_choice(slot: SlotKey, value: str, cited_files: set[str]) -> str:
+def _check_choice(slot: SlotKey, value: str, cited_files: set[str], path: str) -> str:
     """A FAIL reason, or "" when the choice is accepted. Where the key has `accept_by_file`, the value must be
     accepted for every glob that a file cited in the answer's citation slots matches (the model family the
-    answer describes); `accept` applies when it cites none of them."""
+    answer describes); `accept` applies when it cites none of them. Where the answer's `path` matches an
+    `accept_by_path` regex, that entry's values stand in for `accept`."""
     head = value.lower().replace("`", "").replace("*", "")
     if slot.doc.is_list:
         words = frozenset(_WORD.findall(re.split(r"[(\u2014;]| - ", head, maxsplit=1)[0])) - _LIST_FILLERS
@@ -443,12 +479,14 @@ def _check_choice(slot: SlotKey, value: str, cited_files: set[str]) -> str:
         if words not in sets:
             said = ", ".join(sorted(words))
             return f"{slot.doc.name}: {said} is wrong for {glob}, which the answer cites (wanted: {slot.what})"
-    if not families and words not in slot.accept:
+    named = [sets for rx, sets in slot.by_path if path and rx.search(path)]
+    accept = tuple(s for sets in named for s in sets) if named else slot.accept
+    if not families and words not in accept:
         return f"{slot.doc.name}: {', '.join(sorted(words))} is wrong (wanted: {slot.what})"
     return ""
 
 
-def _check_citation_slot(slot: SlotKey, value: str, workspace: Path, resolver: Resolver) -> str:
+def _check_citation_slot(slot: SlotKey, value: str, workspace: Path, resolver: Resolver, path: str) -> str:
     name = slot.doc.name
     cited = citations(value, workspace)
     says_absent = re.match(r"[`*_\s]*absent\b", value, re.IGNORECASE) is not None
@@ -464,7 +502,7 @@ def _check_citation_slot(slot: SlotKey, value: str, workspace: Path, resolver: R
         problem = _problem(c, resolver)
         if problem:
             return f"{name}: citation {c.text} is fabricated: {problem}"
-        if not _lands(c, slot, resolver):
+        if not _lands(c, slot, resolver, path):
             where = resolver.resolve(c.path)[0]
             span = f"; over {MAX_SPAN} lines" if c.end - c.start + 1 > MAX_SPAN else ""
             return f"{name}: {c.text} ({where}{span}) is not where this happens (wanted: {slot.what})"
@@ -492,7 +530,8 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
                 notes.append(note)
     for name in absent_names(code_names(block), workspace):
         fails.append(f"FAIL: names `{name}`, which no file of the workspace contains (another version's or invented)")
-    values, unknown = slot_values(block, {s.doc.name for s in key.slots})
+    values, unknown = slot_values(block, {s.doc.name for s in key.slots} | {"path"})
+    path = stated_path(values.get("path", []))
     fails += [f"FAIL: {name}: not a slot of this question" for name in dict.fromkeys(unknown)]
     cited_files = {
         got[0]
@@ -507,9 +546,9 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
             fails.append(f"FAIL: {slot.doc.name}: missing (a line `{slot.doc.name}: ...` in the final block)")
             continue
         if slot.doc.kind == "choice":
-            why = _check_choice(slot, given[-1], cited_files)
+            why = _check_choice(slot, given[-1], cited_files, path)
         else:
-            why = _check_citation_slot(slot, given[-1], workspace, resolver)
+            why = _check_citation_slot(slot, given[-1], workspace, resolver, path)
         if why:
             fails.append(f"FAIL: {why}")
     return fails, notes

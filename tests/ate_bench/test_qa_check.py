@@ -173,6 +173,29 @@ def test_choices_listed_wrong_by_family_and_lists(ws):
     assert verdict(ws, RIGHT.replace("dims: ep, dp", "dims: dp,ep,tp"))[0].startswith("FAIL: dims: 'dp,ep,tp' is not")
 
 
+def test_an_optional_path_lands_only_for_an_answer_that_names_it(ws):
+    # The mesh call at line 5 is the default's; the group at line 30 only an option's, which also flips `pairs`.
+    key = (ws.parent / "key.toml").read_text()
+    key = key.replace('pattern = "ep_group =" }', 'pattern = "ep_group =", path = "--ep-groups" }')
+    key = key.replace(
+        'accept = ["halves"]', 'accept = ["halves"]\naccept_by_path = { "--ep-groups" = ["interleaved"] }'
+    )
+    (ws.parent / "key.toml").write_text(key)
+    named = RIGHT.replace("pairs: halves", "pairs: interleaved")
+    assert verdict(ws, named + "\npath: `--ep-groups on`") == []
+    as_default = ["FAIL: group-lookup: pkg/mesh.py:30 (pkg/mesh.py) is not where this happens (wanted: the ep group)"]
+    as_default.append("FAIL: pairs: interleaved is wrong (wanted: halves in a, interleaved in b)")
+    assert verdict(ws, named) == as_default  # the option presented as the default
+    assert verdict(ws, named + "\npath: default (the option is off)") == as_default
+    assert verdict(ws, named + "\npath: --other-flag") == as_default
+    # the default's regions land for an answer on any path; the last path line counts
+    assert verdict(ws, named + "\npath: --other-flag\npath: --ep-groups") == []
+    assert verdict(ws, "path: --ep-groups\n" + RIGHT)[0].startswith("FAIL: pairs: halves is wrong")
+    (ws.parent / "key.toml").write_text(key.replace('path = "--ep-groups"', "path = 3"))
+    with pytest.raises(qa_check.KeyFormatError, match="at\\[0\\].path = 3"):
+        qa_check.load_key(ws.parent / "key.toml", "pithtrain")
+
+
 def test_missing_unknown_and_repeated_slots(ws):
     assert verdict(ws, None) == [
         "FAIL: no <final-answer> block (a line <final-answer>, the answer, a line </final-answer>)"
