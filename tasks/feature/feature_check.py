@@ -69,7 +69,7 @@ BASE_RUNS = 3  # the envelope is the largest gap among three base runs: two gave
 # CPU's runs are identical: its profile has no floor, so every step is held to the printed digit.
 LATER_STEP_NOISE = {"smoke": 0.0, "gpu1": 3e-4, "paper": 3e-4}  # relative to the loss, steps 2 on
 GRAD_DRAWS = 3  # random output gradients whose reference gradients give each input gradient's scale
-LAYERS = {"smoke": 3, "gpu1": 4, "paper": 27}  # num_hidden_layers of each profile's provided model (every task's)
+LAYERS = {"smoke": 4, "gpu1": 4, "paper": 27}  # num_hidden_layers of each profile's provided model (every task's)
 SEAM_PROBE = Path(__file__).resolve().parent / "seam_probe"  # its sitecustomize.py wraps the op in the trainer
 SEAM_REPLAY_CALLS = 8  # per process, the first calls (the first step's) are replayed through op and reference
 

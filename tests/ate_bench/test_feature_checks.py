@@ -337,10 +337,11 @@ def _diff_calls(lambda_inits, lambda_std=0.1):
 
 def test_diff_attention_judges_lambda_init_by_the_paper_depth_rule():
     m = _check_module("03-diff-attention")
-    rule = [m.lambda_init_for_layer(layer) for layer in (1, 2, 3)]
+    layers = feature_check.LAYERS["smoke"]
+    rule = [m.lambda_init_for_layer(layer) for layer in range(1, layers + 1)]
     assert m.judge_calls(_diff_calls(rule * 4), "smoke") == []
-    assert "lambda_init" in m.judge_calls(_diff_calls([0.8] * 12), "smoke")[0]
-    zero_based = [m.lambda_init_for_layer(layer) for layer in (0, 1, 2)]
+    assert "lambda_init" in m.judge_calls(_diff_calls([0.8] * layers * 4), "smoke")[0]
+    zero_based = [m.lambda_init_for_layer(layer) for layer in range(layers)]
     assert "lambda_init" in m.judge_calls(_diff_calls(zero_based * 4), "smoke")[0]
     assert "lambda_init" in m.judge_calls(_diff_calls(rule[:2] * 4), "smoke")[0]  # a layer left out
 
@@ -349,7 +350,7 @@ def test_diff_attention_judges_lambda_init_by_the_paper_depth_rule():
 def test_diff_attention_judges_the_lambda_vectors_initialisation(std, ok):
     """Revision 4 (blind3 lambda-std-0.01): the first calls' lambda vectors are N(0, 0.1^2), not std 0.01."""
     m = _check_module("03-diff-attention")
-    rule = [m.lambda_init_for_layer(layer) for layer in (1, 2, 3)]
+    rule = [m.lambda_init_for_layer(layer) for layer in range(1, feature_check.LAYERS["smoke"] + 1)]
     problems = [p for p in m.judge_calls(_diff_calls(rule * 4, std), "smoke") if "N(0, 0.1^2)" in p]
     assert (problems == []) == ok, problems
 
@@ -407,7 +408,8 @@ def test_feature_json_names_the_aux_function_where_the_task_has_one(tmp_path):
 def test_moba_judges_the_qk_head_size_against_the_profile():
     """Revision 2 (blind near miss nope-only-qk): MoBA on the no-RoPE parts only gets q and k 32 wide, not 48."""
     m = _check_module("01-moba")
-    calls = [{"top_k": 3, "block_size": 16, "seq": 128, "output_grad": 1.0, "pid": 1, "caller": i} for i in range(3)]
+    call = {"top_k": 3, "block_size": 16, "seq": 128, "output_grad": 1.0, "pid": 1}
+    calls = [{**call, "caller": i} for i in range(feature_check.LAYERS["smoke"])]
     assert m.judge_calls([{**c, "qk_head_dim": [48, 48]} for c in calls], "smoke") == []
     problems = m.judge_calls([{**c, "qk_head_dim": [32, 32]} for c in calls], "smoke")
     assert len(problems) == 1 and "head size" in problems[0]
@@ -626,7 +628,7 @@ def test_moba_judges_that_every_layer_calls_the_op():
     """Revision 6 (blind5 dense-layer-skipped): MoBA is the attention of every layer, the dense first ones too."""
     m = _check_module("01-moba")
     calls = [{"top_k": 3, "block_size": 16, "seq": 128, "qk_head_dim": [48, 48], "output_grad": 0.1, "pid": 1,
-              "caller": layer} for layer in (10, 11, 12) * 2]  # fmt: skip
+              "caller": layer} for layer in (10, 11, 12, 13) * 2]  # fmt: skip
     assert m.judge_calls(calls, "smoke") == []
     problems = m.judge_calls([c for c in calls if c["caller"] != 10], "smoke")
-    assert len(problems) == 1 and "called from [2] modules" in problems[0], problems
+    assert len(problems) == 1 and "called from [3] modules" in problems[0], problems
