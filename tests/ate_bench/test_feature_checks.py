@@ -371,6 +371,7 @@ def test_profile_facts_match_the_provided_models(profile):
     assert feature_check.LAYERS[profile] == fact("num_hidden_layers")
     assert moepp.TOP_K[profile] == fact("num_experts_per_tok")
     assert moepp.EXPERTS[profile] == fact("n_routed_experts")
+    assert moepp.DENSE_LAYERS == fact("first_k_dense_replace")
     assert _check_module("01-moba").QK_HEAD_DIM[profile] == fact("qk_nope_head_dim") + fact("qk_rope_head_dim")
     assert diff.HALF_ROPE[profile] == fact("qk_rope_head_dim") // 2
     temperature = yarn_mscale(fact("rope_factor", float), fact("rope_mscale_all_dim", float)) ** 2
@@ -491,12 +492,14 @@ def test_diff_attention_judges_how_the_layer_cuts_and_scales_q_and_k(variant, ex
     (8, True, False, []), (12, True, False, ["routes over [12] experts"]),
     (8, False, False, ["no load-balancing loss"]), (8, True, True, ["do not require grad (detached)"]),
     (8, "raw", False, ["loss on its raw logits"]),
-    (8, True, "raw", ["equal no earlier call's routed", "raw logits"])])  # fmt: skip
+    (8, True, "raw", ["equal no earlier call's routed", "raw logits"]),
+    (8, True, "late", ["2 of the model's 3 MoE++ calls have no previous logits"])])  # fmt: skip
 def test_moepp_judges_the_expert_count_the_balancing_loss_and_the_residual(experts, balance, detach, expect):
     """Revision 2 (blind near misses zc-experts-added and no-load-balance-loss): the logits are as many as the
     profile's experts, and in the last MoE layer a balancing loss on softmax(routed logits) reaches the experts a
     token did not choose (three layers here, each taking the one before's routed logits). Revision 3 (blind2
-    residual-prev-detached): the previous logits the gating residual takes carry the gradient back."""
+    residual-prev-detached): the previous logits the gating residual takes carry the gradient back. Revision 7
+    (blind5 residual-skips-second-moe, which PASSed on the H200): every MoE layer but the first takes them."""
     spec, m = _spec("04-moe-plus-plus")
     torch.manual_seed(0)
     calls = []
@@ -506,8 +509,9 @@ def test_moepp_judges_the_expert_count_the_balancing_loss_and_the_residual(exper
     w_g = torch.nn.Parameter(0.1 * torch.randn(experts, experts))
     const = [torch.nn.Parameter(torch.randn(2, 16)), torch.nn.Parameter(torch.randn(2, 2, 16))]
     prev, loss = None, 0
-    for gate in gates:
+    for layer, gate in enumerate(gates):
         prev_in = prev.detach() if detach is True and prev is not None else prev
+        prev_in = None if detach == "late" and layer == 1 else prev_in  # the chain starts a layer late
         logits = x @ gate
         y, routed = op(x, logits, prev_in, w_g, torch.randn(64, experts - 4, 16), *const, 2, 1, 1)
         prev = logits if detach == "raw" else routed  # blind3 residual-from-raw-logits: the raw logits handed on
@@ -517,8 +521,8 @@ def test_moepp_judges_the_expert_count_the_balancing_loss_and_the_residual(exper
             f_E = torch.zeros(experts).scatter_add_(0, p_TE.topk(2, -1).indices.flatten(), torch.ones(128))
             loss = loss + 1e-2 * (f_E * p_TE.mean(0)).sum()
     loss.backward()
-    assert [c["feeds_later"] for c in calls] == [True, detach != "raw", False]
-    judged = ("routes over", "load-balancing", "prev_logits", "raw logits")
+    assert [c["feeds_later"] for c in calls] == [detach != "late", detach != "raw", False]
+    judged = ("routes over", "load-balancing", "prev_logits", "raw logits", "have no previous logits")
     found = [p for p in m.judge_calls(calls, "smoke") if any(w in p for w in judged)]
     assert len(found) == len(expect) and all(e in p for e, p in zip(expect, found)), found
 

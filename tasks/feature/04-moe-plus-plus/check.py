@@ -15,7 +15,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # feature_check.py
-from feature_check import OpSpec, grad_probe, load_reference, main  # noqa: E402
+from feature_check import LAYERS, OpSpec, grad_probe, load_reference, main  # noqa: E402
 
 reference = load_reference(HERE)
 moepp_expert_mix_reference, moepp_ffn_weights_reference = (
@@ -24,6 +24,7 @@ moepp_expert_mix_reference, moepp_ffn_weights_reference = (
 )
 TOP_K = {"smoke": 2, "gpu1": 6, "paper": 6}  # num_experts_per_tok of each profile's provided model
 EXPERTS = {"smoke": 8, "gpu1": 64, "paper": 64}  # n_routed_experts: MoE++ takes its 4 zero-computation ones out
+DENSE_LAYERS = 1  # first_k_dense_replace of every profile's provided model
 BALANCE_FLOOR = 1e-4  # below it, a token's logit gradient off the chosen experts' softmax is rounding (float32 ~1e-6)
 _ROUTED: list = []  # (weak reference to a call's routed logits, its record): a later call's prev_logits marks it
 # The routed logits of the latest calls, by value: a later call's prev_logits must equal one of them (a copy is
@@ -166,10 +167,12 @@ def judge_calls(calls, profile):
         )
     if {c["top_k"] for c in calls} != {TOP_K[profile]}:
         problems.append(f"the model routes top-{sorted({c['top_k'] for c in calls})}; its top-k is {TOP_K[profile]}")
-    if {c["first_layer"] for c in calls} != {True, False}:
+    moe_layers = LAYERS[profile] - DENSE_LAYERS
+    first = sum(c["first_layer"] for c in calls)
+    if first == 0 or first * (moe_layers - 1) != len(calls) - first:  # a forward: one call a MoE layer
         problems.append(
-            "the model's MoE layers do not both start without previous logits (the first) and add the gating "
-            "residual (the others)"
+            f"{first} of the model's {len(calls)} MoE++ calls have no previous logits: of its {moe_layers} MoE layers "
+            "the first starts without them and every other one adds the gating residual"
         )
     for key in LEARNED:
         with_key = [c for c in calls if key in c]
