@@ -4,11 +4,11 @@
     python tasks/feature/measure_false_fail.py --op-checks 0 --pool 6 4 --profile gpu1 --tasks 02-dynmoe
 
 --op-checks N: N full op checks of each gold's op (check_op: 3 trials per dtype, a fresh seed each), with the
-largest error seen per dtype. --liveness M: M independent liveness checks (verify.sh with the feature on, recorded
-by the seam probe and judged, three base runs and one off run, judged as check.py does). --pool B O: B base runs
-and O off runs once, then every choice of three base runs and one off run is judged (C(B,3) x O liveness verdicts
-from B + O + 1 runs, for a GPU's budget; they share runs, so they are not independent). One line per task and part;
-exit 1 if any check FAILed.
+largest error seen per dtype. --liveness M: M independent liveness checks, check i at training.seed 1234 + i
+(verify.sh with the feature on, recorded by the seam probe and judged, three base runs and one off run, judged as
+check.py does). --pool B O: B base runs and O off runs once, then every choice of three base runs and one off run
+is judged (C(B,3) x O liveness verdicts from B + O + 1 runs, for a GPU's budget; they share runs, so they are not
+independent). One line per task and part; exit 1 if any check FAILed.
 """
 
 import argparse
@@ -31,6 +31,7 @@ sys.path.insert(0, str(FEATURE))
 import feature_check  # noqa: E402
 
 TASKS = ("01-moba", "02-dynmoe", "03-diff-attention", "04-moe-plus-plus")
+PROVIDED_SEED = 1234  # training.seed of every profile's provided config
 
 
 def load_check(task: str):
@@ -99,16 +100,19 @@ def seam_run(task: str, ws: Path, feature: dict, profile: str) -> tuple[list[str
 
 
 def measure_liveness(task: str, ws: Path, checks: int, profile: str) -> bool:
+    """Check i trains every run with seed PROVIDED_SEED + i: a CPU run is bitwise reproducible, so checks at one
+    seed would repeat one outcome."""
     feature, _ = feature_check.load_feature_json(ws)
     failures, reasons = 0, []
-    for _ in range(checks):
-        on, seam = seam_run(task, ws, feature, profile)
-        bases = [verify(ws, []) for _ in range(feature_check.BASE_RUNS)]
-        off = verify(ws, feature["disable"])
+    for i in range(checks):
+        seed = ["--set", f"training.seed={PROVIDED_SEED + i}"]
+        on, seam = seam_run(task, ws, {**feature, "enable": feature["enable"] + seed}, profile)
+        bases = [verify(ws, seed) for _ in range(feature_check.BASE_RUNS)]
+        off = verify(ws, feature["disable"] + seed)
         problems = seam + feature_check.liveness(on, bases, off, feature_check.LATER_STEP_NOISE[profile])
         failures += bool(problems)
         reasons += problems
-        print(f"{task} seam+liveness check: {problems or 'PASS'}", flush=True)
+        print(f"{task} seam+liveness check, seed {PROVIDED_SEED + i}: {problems or 'PASS'}", flush=True)
     print(f"{task} seam+liveness: {checks} checks, {failures} FAIL {reasons[:2]}; {machine()}", flush=True)
     return failures == 0
 

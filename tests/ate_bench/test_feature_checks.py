@@ -372,6 +372,10 @@ def test_profile_facts_match_the_provided_models(profile):
     assert moepp.TOP_K[profile] == fact("num_experts_per_tok")
     assert moepp.EXPERTS[profile] == fact("n_routed_experts")
     assert moepp.DENSE_LAYERS == fact("first_k_dense_replace")
+    measure = importlib.util.spec_from_file_location("measure_false_fail", FEATURE / "measure_false_fail.py")
+    module = importlib.util.module_from_spec(measure)
+    measure.loader.exec_module(module)
+    assert module.PROVIDED_SEED == fact("seed")  # its liveness checks vary the seed from the provided one
     assert _check_module("01-moba").QK_HEAD_DIM[profile] == fact("qk_nope_head_dim") + fact("qk_rope_head_dim")
     assert diff.HALF_ROPE[profile] == fact("qk_rope_head_dim") // 2
     temperature = yarn_mscale(fact("rope_factor", float), fact("rope_mscale_all_dim", float)) ** 2
