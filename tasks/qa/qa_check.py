@@ -15,6 +15,7 @@ one table per slot:
     what = "the assert that the degrees multiply to the world size"
     at = [ { file = "torchtitan/distributed/parallel_dims.py", pattern = '== self\\.world_size' } ]
     absent = "no"                            # optional: "no" (default), "yes" or "either"
+    absent_by_path = { 'torch_dcp' = "yes" }   # optional: `absent` for an answer whose path line matches
     # an at entry may add slack = 0..3 (default SLACK) where a near line is another path's
 
     [torchtitan.config-source]               # a choice slot
@@ -26,7 +27,8 @@ one table per slot:
 An answer about a non-default path names its setting on a `path:` line among the slot lines (the
 instruction says so); without one, or with `path: default`, it describes the defaults. An `at` entry may add
 `path = REGEX` (searched case-blind in that line, backticks dropped): a region of an optional path, which lands
-only for an answer whose `path` line matches; an entry without it lands for any answer.
+only for an answer whose `path` line matches; an entry without it lands for any answer. A citation slot's
+`absent_by_path` and a choice slot's `accept_by_path` stand in for `absent` and `accept` the same way.
 
 A citation lands in an accepted region when its file matches an `at` entry's `file` (fnmatch glob) and its
 range, widened by the entry's slack (SLACK lines unless it says less) each side and no longer than MAX_SPAN
@@ -134,6 +136,8 @@ class SlotKey:
     """(file glob, accepted values) pairs: where a model family's answer differs (`accept_by_file`)."""
     by_path: tuple[tuple[re.Pattern, tuple[frozenset[str], ...]], ...]
     """(path regex, accepted values) pairs: the values for an answer that names that path (`accept_by_path`)."""
+    absent_by_path: tuple[tuple[re.Pattern, str], ...] = ()
+    """(path regex, absent) pairs: `absent` for an answer that names that path (`absent_by_path`)."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,9 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
     if not isinstance(raw, dict):
         raise KeyFormatError(f"{at} = {raw!r}; need a table")
     allowed = (
-        {"what", "at", "absent"} if doc.kind == "citation" else {"what", "accept", "accept_by_file", "accept_by_path"}
+        {"what", "at", "absent", "absent_by_path"}
+        if doc.kind == "citation"
+        else {"what", "accept", "accept_by_file", "accept_by_path"}
     )
     if set(raw) - allowed or not isinstance(raw.get("what"), str) or not raw["what"].strip():
         raise KeyFormatError(f"{at}: keys {sorted(raw)}; a {doc.kind} slot needs what (non-empty) and {allowed}")
@@ -229,6 +235,10 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
     absent = raw.get("absent", "no")
     if absent not in ABSENT_VALUES:
         raise KeyFormatError(f"{at}: absent = {absent!r}; need one of {list(ABSENT_VALUES)}")
+    by_path_raw = raw.get("absent_by_path", {})
+    if not isinstance(by_path_raw, dict) or not all(v in ABSENT_VALUES for v in by_path_raw.values()):
+        raise KeyFormatError(f"{at}: absent_by_path = {by_path_raw!r}; need {{ REGEX = one of {list(ABSENT_VALUES)} }}")
+    absent_by_path = tuple((_regex(rx, f"{at} absent_by_path", re.IGNORECASE), v) for rx, v in by_path_raw.items())
     regions_raw = raw.get("at")
     if not isinstance(regions_raw, list) or not regions_raw:
         raise KeyFormatError(f"{at}: at = {regions_raw!r}; need a list of {{ file = GLOB, pattern = REGEX }}")
@@ -244,7 +254,7 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
             raise KeyFormatError(f"{at}: at[{i}].slack = {slack!r}; need an integer 0..{SLACK}")
         path = _regex(r["path"], f"{at} at[{i}].path", re.IGNORECASE) if "path" in r else None
         regions.append(Region(r["file"], _regex(r["pattern"], f"{at} at[{i}].pattern", 0), slack, path))
-    return SlotKey(doc, raw["what"], tuple(regions), absent, (), (), ())
+    return SlotKey(doc, raw["what"], tuple(regions), absent, (), (), (), absent_by_path)
 
 
 def _choice_sets(doc: SlotDoc, accept: list, at: str) -> tuple[frozenset[str], ...]:
@@ -490,9 +500,10 @@ def _check_citation_slot(slot: SlotKey, value: str, workspace: Path, resolver: R
     name = slot.doc.name
     cited = citations(value, workspace)
     says_absent = re.match(r"[`*_\s]*absent\b", value, re.IGNORECASE) is not None
-    if says_absent and slot.absent == "no":
+    absent = next((v for rx, v in slot.absent_by_path if path and rx.search(path)), slot.absent)
+    if says_absent and absent == "no":
         return f"{name}: says absent, but the framework has it ({slot.what})"
-    if not says_absent and slot.absent == "yes":
+    if not says_absent and absent == "yes":
         return f"{name}: cites {value!r}, but the framework lacks it; wanted absent and the evidence ({slot.what})"
     if not cited:
         return f"{name}: no path:LINE citation in {value!r}"

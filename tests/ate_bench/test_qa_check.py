@@ -191,6 +191,14 @@ def test_an_optional_path_lands_only_for_an_answer_that_names_it(ws):
     # the default's regions land for an answer on any path; the last path line counts
     assert verdict(ws, named + "\npath: --other-flag\npath: --ep-groups") == []
     assert verdict(ws, "path: --ep-groups\n" + RIGHT)[0].startswith("FAIL: pairs: halves is wrong")
+    # absent_by_path: with the option there is no mesh call, so `absent` (the evidence landing) is right only then
+    anchor = "pattern = 'init_device_mesh\\(' } ]"
+    assert anchor in KEY
+    (ws.parent / "key.toml").write_text(KEY.replace(anchor, anchor + '\nabsent_by_path = { "--no-mesh" = "yes" }'))
+    absent = RIGHT.replace("create-call: pkg/mesh.py:5", "create-call: absent, pkg/mesh.py:5")
+    assert verdict(ws, absent + "\npath: --no-mesh") == []
+    assert verdict(ws, absent)[0].startswith("FAIL: create-call: says absent, but the framework has it")
+    assert "the framework lacks it" in verdict(ws, RIGHT + "\npath: --no-mesh")[0]
     (ws.parent / "key.toml").write_text(key.replace('path = "--ep-groups"', "path = 3"))
     with pytest.raises(qa_check.KeyFormatError, match="at\\[0\\].path = 3"):
         qa_check.load_key(ws.parent / "key.toml", "pithtrain")
