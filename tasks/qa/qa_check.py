@@ -136,7 +136,7 @@ class SlotKey:
     """(file glob, accepted values) pairs: where a model family's answer differs (`accept_by_file`)."""
     by_path: tuple[tuple[re.Pattern, tuple[frozenset[str], ...]], ...]
     """(path regex, accepted values) pairs: the values for an answer that names that path (`accept_by_path`)."""
-    absent_by_path: tuple[tuple[re.Pattern, str], ...] = ()
+    absent_by_path: tuple[tuple[re.Pattern, str], ...]
     """(path regex, absent) pairs: `absent` for an answer that names that path (`absent_by_path`)."""
 
 
@@ -231,7 +231,7 @@ def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
             (_regex(rx, f"{at} accept_by_path", re.IGNORECASE), _choice_sets(doc, v, at))
             for rx, v in by_path_raw.items()
         )
-        return SlotKey(doc, raw["what"], (), "no", _choice_sets(doc, accept, at), by_file, by_path)
+        return SlotKey(doc, raw["what"], (), "no", _choice_sets(doc, accept, at), by_file, by_path, ())
     absent = raw.get("absent", "no")
     if absent not in ABSENT_VALUES:
         raise KeyFormatError(f"{at}: absent = {absent!r}; need one of {list(ABSENT_VALUES)}")
@@ -407,8 +407,9 @@ def stated_path(values: list[str]) -> str:
     return "" if re.match(r"(default\b|$)", said, re.IGNORECASE) else said
 
 
-def _on_path(r: Region, path: str) -> bool:
-    return r.path is None or (path != "" and r.path.search(path) is not None)
+def _names(rx: re.Pattern, path: str) -> bool:
+    """Whether an answer whose `path` line says `path` ("" for the defaults) names the option `rx` matches."""
+    return path != "" and rx.search(path) is not None
 
 
 def _lands(c: Citation, slot: SlotKey, resolver: Resolver, path: str) -> bool:
@@ -421,7 +422,9 @@ def _lands(c: Citation, slot: SlotKey, resolver: Resolver, path: str) -> bool:
         return range(max(c.start - r.slack, 1) - 1, min(c.end + r.slack, len(lines)))
 
     return any(
-        _on_path(r, path) and fnmatch.fnmatchcase(rel, r.file) and any(r.pattern.search(lines[i]) for i in window(r))
+        (r.path is None or _names(r.path, path))
+        and fnmatch.fnmatchcase(rel, r.file)
+        and any(r.pattern.search(lines[i]) for i in window(r))
         for r in slot.at
     )
 
@@ -489,7 +492,7 @@ def _check_choice(slot: SlotKey, value: str, cited_files: set[str], path: str) -
         if words not in sets:
             said = ", ".join(sorted(words))
             return f"{slot.doc.name}: {said} is wrong for {glob}, which the answer cites (wanted: {slot.what})"
-    named = [sets for rx, sets in slot.by_path if path and rx.search(path)]
+    named = [sets for rx, sets in slot.by_path if _names(rx, path)]
     accept = tuple(s for sets in named for s in sets) if named else slot.accept
     if not families and words not in accept:
         return f"{slot.doc.name}: {', '.join(sorted(words))} is wrong (wanted: {slot.what})"
@@ -500,7 +503,7 @@ def _check_citation_slot(slot: SlotKey, value: str, workspace: Path, resolver: R
     name = slot.doc.name
     cited = citations(value, workspace)
     says_absent = re.match(r"[`*_\s]*absent\b", value, re.IGNORECASE) is not None
-    absent = next((v for rx, v in slot.absent_by_path if path and rx.search(path)), slot.absent)
+    absent = next((v for rx, v in slot.absent_by_path if _names(rx, path)), slot.absent)
     if says_absent and absent == "no":
         return f"{name}: says absent, but the framework has it ({slot.what})"
     if not says_absent and absent == "yes":
