@@ -375,3 +375,19 @@ def test_checkpoint_stall_reports_each_save_and_the_worst(built):
     row = table(built[1], "checkpoint_stall").iloc[0]
     assert (row["sync_save_s"], row["async_stalls_s"], row["async_max_stall_s"]) == (30.0, "0.30 0.75", 0.75)
     assert (row["parameters_b"], row["buffer_allocation_extra_s"], row["goal_s"]) == (1.3, 10.0, 2.0)
+
+
+def test_validation_figure_groups_cases_into_columns():
+    """The matrix figure has one column per group of cases (over 300 cases made each column thinner than its grid
+    line); the order puts gold and noop first and each blind set's roles together."""
+    from paper.rebuild.validation import _group_order, case_group
+
+    cases = [("gold", "gold"), ("generated", "shifted"), ("wrong-md", "wrong-lines.md"), ("wrong-sh", "blind-x.sh"),
+             ("wrong-sh", "blind3-y.sh"), ("blind-cited", "set10/wrong-2-mechanism+cited.md"),
+             ("blind-correct", "set10/correct-1-terse.md"), ("blind-wrong", "set9/wrong-1-nondefault.md")]  # fmt: skip
+    groups = [case_group(kind, case) for kind, case in cases]
+    assert groups == ["gold", "shifted", "hand-written wrong", "near misses 1", "near misses 3",
+                      "set10 wrong + right citations", "set10 correct", "set9 wrong"]  # fmt: skip
+    assert sorted(groups, key=_group_order) == ["gold", "shifted", "hand-written wrong", "near misses 1",
+                                                "near misses 3", "set9 wrong", "set10 correct",
+                                                "set10 wrong + right citations"]  # fmt: skip

@@ -92,26 +92,58 @@ def summarise(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str
     return summary, matrix, notes
 
 
+CITED = "wrong + right citations"
+ROLES = {"blind-correct": "correct", "blind-wrong": "wrong", "blind-cited": CITED}
+
+
+def case_group(kind: str, case: str) -> str:
+    """The figure's column for a case (the tables keep every case): gold, noop, a generated case, the hand-written
+    wrong answers, a feature task's blind near-miss set (`blind-*` is set 1, `blindN-*` set N), a Q&A blind set's
+    correct, wrong or wrong-with-citations answers."""
+    if kind in ROLES:
+        return f"{case.split('/')[0]} {ROLES[kind]}"
+    if kind in ("wrong-md", "wrong-sh"):
+        return f"near misses {case[5:].split('-')[0] or '1'}" if case.startswith("blind") else "hand-written wrong"
+    return case
+
+
+def _group_order(group: str) -> tuple:
+    fixed = ["gold", "noop", "other-task", "shifted", "stripped", "hand-written wrong"]
+    if group in fixed:
+        return (0, fixed.index(group))
+    name, _, role = group.partition(" ")
+    number = int("".join(ch for ch in name + role if ch.isdigit()) or 0)
+    return (1, number, 0) if group.startswith("near misses") else (2, number, ["correct", "wrong", CITED].index(role))
+
+
 def matrix_figure(b: Build, cells: pd.DataFrame, paths, status: str, notes) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     codes = {"as expected": 0, "UNEXPECTED": 1, NOT_RUN: 2}
     rows = cells[["task", "framework", "profile"]].drop_duplicates()
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.18 * max(1, len(rows)))))
+    fig, ax = plt.subplots(figsize=(16, max(2.5, 0.2 * max(1, len(rows)))))
     if status == MEASURED:
-        stale = cells["fresh"].ne("yes").groupby(cells["task"] + " " + cells["framework"] + " " + cells["profile"])
-        mark = {row: " (stale)" if any_stale else "" for row, any_stale in stale.any().items()}
-        grid = cells.assign(code=cells["outcome"].map(codes), row=cells["task"] + " " + cells["framework"] + " "
-                            + cells["profile"])  # fmt: skip
-        grid["row"] = grid["row"] + grid["row"].map(mark)
-        heat = grid.pivot_table(index="row", columns="case", values="code", aggfunc="max")
+        row = cells["task"] + " " + cells["framework"] + " " + cells["profile"]
+        stale = cells["fresh"].ne("yes").groupby(row).any()
+        mark = {r: " (stale)" if any_stale else "" for r, any_stale in stale.items()}
+        grid = cells.assign(code=cells["outcome"].map(codes), row=row + row.map(mark),
+                            group=[case_group(k, c) for k, c in zip(cells["kind"], cells["case"])])  # fmt: skip
+        grid["unexpected"] = grid["outcome"].eq("UNEXPECTED")
+        cols = sorted(grid["group"].unique(), key=_group_order)
+        agg = grid.groupby(["row", "group"]).agg(code=("code", "max"), n=("code", "size"), bad=("unexpected", "sum"))
+        heat = agg["code"].unstack().reindex(columns=cols)
+        label = agg.apply(lambda a: f"{a.bad}/{a.n}" if a.bad else str(a.n), axis=1).unstack()
+        label = label.reindex(index=heat.index, columns=cols).fillna("")
         sns.heatmap(heat, cmap=["#55a868", "#c44e52", "#bbbbbb"], vmin=-0.5, vmax=2.5, cbar=False, linewidths=0.5,
-                    yticklabels=True, ax=ax)  # fmt: skip
-        title = "green: as expected, red: UNEXPECTED, grey: not run (reason in validation_cells.csv);\n"
-        ax.set_title(title + "(stale): a cell of the row was made before its task or pithtrain changed", fontsize=8)
+                    annot=label, fmt="", annot_kws={"fontsize": 5}, yticklabels=True, ax=ax)  # fmt: skip
+        title = "each cell: a group of cases of one row, with its number of cases; green: all as expected, red: "
+        title += "UNEXPECTED (how many / of how many; known misses included),\ngrey: not run (reason in "
+        title += "validation_cells.csv, which has every case); (stale): a case of the row was made before its task "
+        ax.set_title(title + "or pithtrain changed", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.set_ylabel("")
+        ax.set_xlabel("case group")
     else:
         nothing_measured(ax, status)
     b.figure("validation_matrix", fig, paths, status, "Checker validation matrix figure", notes)
