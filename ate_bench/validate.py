@@ -24,6 +24,7 @@ after every case); edit tasks get a fresh workspace per case. One record per cal
 import argparse
 import fnmatch
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -422,16 +423,59 @@ def provenance(command: list[str]) -> dict:
     }
 
 
-def write_record(out_dir: Path, record: dict) -> Path:
+def record_path(out_dir: Path) -> Path:
+    """A fresh record path under `out_dir`, named by the time (two calls in one second keep both records)."""
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
     n = 1
-    while path.exists():  # two calls in one second keep both records
+    while path.exists():
         n += 1
         path = out_dir / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{n}.json"
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    path.touch()
     return path
+
+
+def write_record(out_dir: Path, record: dict) -> Path:
+    path = record_path(out_dir)
+    save_json(path, record)
+    return path
+
+
+def save_json(path: Path, record: dict) -> None:
+    """Replace `path` whole (a run killed mid-write leaves the last full record, never half of one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def build_record(prov: dict, started: float, spaces, chosen, isolated: bool, cells, complete: bool) -> dict:
+    """The validate record; `complete` is false while cells are still being decided (or the run was killed)."""
+    unexpected = [c for c in cells if c.unexpected]
+    return {
+        "schema": SCHEMA,
+        **prov,
+        "complete": complete,
+        "seconds": round(time.monotonic() - started, 1),
+        "workspaces": spaces.info,
+        "sandbox": {"isolated": isolated},
+        "tasks": {
+            t.id: {
+                "dir": str(t.dir),
+                "category": t.category,
+                "files": {k: v for fw in t.frameworks for k, v in t.file_hashes(fw).items()},
+            }
+            for t in chosen
+        },
+        "summary": {
+            "cells": len(cells),
+            "as_expected": sum(c.as_expected for c in cells),
+            "unexpected": len(unexpected),
+            "not_run": sum(c.verdict == NOT_RUN for c in cells),
+            "blind": blind_rates(cells),
+        },
+        "cells": [asdict(c) for c in cells],
+    }
 
 
 def run_validate(args: argparse.Namespace, command: list[str]) -> int:
@@ -454,43 +498,33 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
     cells: list[Cell] = []
     args.work_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="validate-", dir=args.work_root.resolve()))
+    spaces = _Workspaces(scratch, args.source, args.cache_dir)
+    path = record_path(args.out or args.results_dir / "validation")
+    prov = provenance(command)
+
+    def save(complete: bool) -> dict:
+        record = build_record(prov, started, spaces, chosen, not args.no_sandbox, cells, complete)
+        save_json(path, record)
+        return record
+
+    def show(c: Cell) -> None:  # every decided cell reaches the record at once: a killed run keeps its verdicts
+        _show(c)
+        cells.append(c)
+        save(complete=False)
+
     try:
-        spaces = _Workspaces(scratch, args.source, args.cache_dir)
+        save(complete=False)
         for task, fw, profile in rows:
             print(f"{task.id:11} {fw:11} {profile or '-':6}", end="", flush=True)
             row = validate_row(
-                task, fw, profile, all_tasks, spaces, gpus_here, _show, not args.no_sandbox, tuple(args.cases)
+                task, fw, profile, all_tasks, spaces, gpus_here, show, not args.no_sandbox, tuple(args.cases)
             )
             print(_row_tail(row), flush=True)
-            cells += row
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    record = save(complete=True)
     unexpected = [c for c in cells if c.unexpected]
     not_run = [c for c in cells if c.verdict == NOT_RUN]
-    record = {
-        "schema": SCHEMA,
-        **provenance(command),
-        "seconds": round(time.monotonic() - started, 1),
-        "workspaces": spaces.info,
-        "sandbox": {"isolated": not args.no_sandbox},
-        "tasks": {
-            t.id: {
-                "dir": str(t.dir),
-                "category": t.category,
-                "files": {k: v for fw in t.frameworks for k, v in t.file_hashes(fw).items()},
-            }
-            for t in chosen
-        },
-        "summary": {
-            "cells": len(cells),
-            "as_expected": sum(c.as_expected for c in cells),
-            "unexpected": len(unexpected),
-            "not_run": len(not_run),
-            "blind": blind_rates(cells),
-        },
-        "cells": [asdict(c) for c in cells],
-    }
-    path = write_record(args.out or args.results_dir / "validation", record)
     print(
         f"\n{len(cells)} cells: {record['summary']['as_expected']} as expected, {len(unexpected)} unexpected, "
         f"{len(not_run)} not run (never counted as passed); {record['seconds']:.1f} s"

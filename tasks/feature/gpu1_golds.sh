@@ -9,8 +9,8 @@
 # check once more, and one that the seam does not catch six times; at about 15-20 s a run, the three blind
 # near-miss sets make the four tasks over 100 runs, so split them into lanes of about 20 runs with --cases. Leaves
 # two files under $OUT: feature-gpu1/<stamp>.json (the lanes' records merged: cells, summary, the lanes in its
-# command) and feature-gpu1.log (every console), and prints a table last; exit 1 on an unexpected cell or a lane
-# without a record.
+# command; "complete": false when a lane ran past BUDGET_S, with the cells it had decided) and feature-gpu1.log
+# (every console), and prints a table last; exit 1 on an unexpected cell or a lane that did not finish.
 # The liveness measurement on this GPU is another call: tasks/feature/gpu1_liveness.sh.
 # The harness makes pithtrain's workspaces with `git archive HEAD`: a tree that travelled without .git is committed
 # in a copy first (PITH_GIT_COMMIT, if set, names the commit it came from; the record keeps it as travelled_commit).
@@ -89,10 +89,11 @@ scratch, out = Path(sys.argv[1]), Path(sys.argv[2])
 records = []
 for tag in sys.argv[3:]:
     found = sorted((scratch / tag).glob("*.json"))
-    if found:
-        records.append(json.loads(found[0].read_text()))
-    else:  # a call that ran past BUDGET_S writes no record: show the verdicts it printed as it went
-        print(f"{tag}: no record (the call ran past BUDGET_S or failed); its console:")
+    record = json.loads(found[0].read_text()) if found and found[0].stat().st_size else None
+    if record:  # a lane killed at BUDGET_S leaves a record of the cells it decided, "complete": false
+        records.append(record)
+    if not record or not record.get("complete"):
+        print(f"{tag}: {'a partial record' if record else 'no record'} (it ran past BUDGET_S or failed); its console:")
         print((scratch / f"{tag}.log").read_text()[-1500:])
 if not records:
     sys.exit(1)
@@ -100,6 +101,7 @@ merged = dict(records[0])
 merged["command"] = f"bash tasks/feature/gpu1_golds.sh {os.environ['GPU1_LANES'].strip()} (validate calls side by side, merged)"
 merged["travelled_commit"] = os.environ.get("PITH_GIT_COMMIT", "")
 merged["seconds"] = max(r["seconds"] for r in records)
+merged["complete"] = len(records) == len(sys.argv[3:]) and all(r.get("complete") for r in records)
 merged["tasks"] = {k: v for r in records for k, v in r["tasks"].items()}
 merged["workspaces"] = {k: v for r in records for k, v in r["workspaces"].items()}
 merged["cells"] = [c for r in records for c in r["cells"]]
@@ -119,7 +121,7 @@ for c in sorted(cells, key=lambda c: (c["task"], c["kind"] != "gold", c["case"])
 s = merged["summary"]
 print(f"{s['cells']} cells: {s['as_expected']} as expected, {s['unexpected']} unexpected, {s['not_run']} not run; "
       f"{merged['seconds']:.0f} s; record {path}")
-sys.exit(1 if s["unexpected"] or len(records) != len(sys.argv[3:]) else 0)
+sys.exit(1 if s["unexpected"] or not merged["complete"] else 0)
 PY
 status=$?
 rm -rf "$scratch"

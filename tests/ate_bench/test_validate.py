@@ -104,7 +104,7 @@ def test_the_toy_matrix_is_green_and_recorded(tmp_path, capsys):
     code, rec = _validate(tmp_path, TOY_TASKS, "operate-01", "qa-0[23]")
     out = capsys.readouterr().out
     assert code == 0, out
-    assert rec["schema"] == "ate-bench-validation-1"
+    assert rec["schema"] == "ate-bench-validation-1" and rec["complete"] is True
     assert {"commit", "dirty_paths", "host", "command", "date", "seconds", "workspaces", "tasks"} <= set(rec)
     assert len(rec["workspaces"]["pithtrain"]["tree_sha256"]) == 64
     assert rec["sandbox"] == {"isolated": True}  # the checkers ran in the sandbox
@@ -172,6 +172,29 @@ def test_unrunnable_cells_are_not_run_and_the_rest_still_runs(tmp_path):
     assert cells[("operate-01", "smoke", "edited-train.sh")]["verdict"] == "FAIL"
     (note,) = [r for r in cells[("operate-01", "smoke", "edited-train.sh")]["reasons"] if "exit-time" in r]
     assert note.startswith("1 provided-script log(s) without an exit-time line: artifacts/train-")
+
+
+def test_a_killed_validate_keeps_the_cells_it_decided(tmp_path, monkeypatch):
+    """A GPU lane killed at its time limit: the record on disk holds every cell decided before, marked incomplete."""
+    real, seen = validate.run_checker, []
+
+    def killed_on_the_third(*args, **kwargs):
+        if len(seen) == 2:
+            raise KeyboardInterrupt  # as the SIGINT/SIGTERM of `timeout` would stop it
+        seen.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(validate, "run_checker", killed_on_the_third)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        main(["--tasks-dir", str(TOY_TASKS), "validate", "--tasks", "qa-02", "--out", str(out), "--work-root",
+              str(tmp_path / "work")])  # fmt: skip
+    (path,) = out.glob("*.json")
+    rec = json.loads(path.read_text())
+    assert rec["complete"] is False
+    assert [c["case"] for c in rec["cells"]] == ["gold", "noop"]
+    assert rec["cells"][0]["verdict"] == "PASS" and rec["summary"]["cells"] == 2
+    assert not list(out.glob("*.tmp"))
 
 
 def test_validate_says_when_nothing_matches(tmp_path, capsys):
