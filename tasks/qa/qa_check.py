@@ -402,9 +402,10 @@ def _problem(c: Citation, resolver: Resolver) -> str:
 
 
 def stated_path(values: list[str]) -> str:
-    """The setting an answer's last `path:` line names, or "" for the defaults (no line, or `default`)."""
-    said = values[-1].replace("`", "").replace("*", "").strip() if values else ""
-    return "" if re.match(r"(default\b|$)", said, re.IGNORECASE) else said
+    """The settings an answer's `path:` lines name, joined by "; ", or "" for the defaults (no line, or only
+    `default`). Every line counts: an answer may name one setting a line (the family, then a flag)."""
+    said = (v.replace("`", "").replace("*", "").strip() for v in values)
+    return "; ".join(s for s in said if not re.match(r"(default\b|$)", s, re.IGNORECASE))
 
 
 def _names(rx: re.Pattern, path: str) -> bool:

@@ -188,8 +188,11 @@ def test_an_optional_path_lands_only_for_an_answer_that_names_it(ws):
     assert verdict(ws, named) == as_default  # the option presented as the default
     assert verdict(ws, named + "\npath: default (the option is off)") == as_default
     assert verdict(ws, named + "\npath: --other-flag") == as_default
-    # the default's regions land for an answer on any path; the last path line counts
+    # the default's regions land for an answer on any path; every path line counts, `default` lines add nothing
     assert verdict(ws, named + "\npath: --other-flag\npath: --ep-groups") == []
+    assert verdict(ws, named + "\npath: --ep-groups\npath: --other-flag") == []
+    assert verdict(ws, named + "\npath: --ep-groups\npath: default") == []
+    assert verdict(ws, named + "\npath: default\npath: default") == as_default
     assert verdict(ws, "path: --ep-groups\n" + RIGHT)[0].startswith("FAIL: pairs: halves is wrong")
     # absent_by_path: with the option there is no mesh call, so `absent` (the evidence landing) is right only then
     anchor = "pattern = 'init_device_mesh\\(' } ]"
