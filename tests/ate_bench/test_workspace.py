@@ -176,3 +176,28 @@ def test_pithtrain_workspace_holds_no_benchmark_material():
     markers = ("qa_check", "feature_check", "key.toml")
     leaks = [p for p in kept if p.endswith(".py") and any(m in (REPO_ROOT / p).read_text() for m in markers)]
     assert not leaks, f"benchmark material in the pithtrain workspace: {leaks}"
+
+
+def test_git_mode_runs_offline_from_a_seeded_cache(tmp_path, monkeypatch):
+    # Megatron-LM's training entry point is git-only; offline, a bare clone of any mirror that holds the pin, put
+    # where the cache keeps it, is the source: `auto` takes it without asking the remote (unreachable here).
+    import dataclasses
+    import subprocess
+
+    src = _tree(tmp_path / "src", {"pretrain_gpt.py": "print('train')\n", "megatron/core/__init__.py": ""})
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=src, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=src, check=True)
+    subprocess.run([*git, "commit", "-qm", "pin"], cwd=src, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
+    cache = tmp_path / "cache"
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(cache / "git" / "megatron-lm.git")], check=True)
+    pinned = dataclasses.replace(FRAMEWORKS["megatron-lm"], git_commit=sha[:7], git_url="http://127.0.0.1:9/x.git")
+    monkeypatch.setitem(FRAMEWORKS, "megatron-lm", pinned)
+    ws = materialize("megatron-lm", tmp_path / "ws", mode="auto", cache_dir=cache)
+    assert (ws.mode, ws.version) == ("git", sha)
+    assert (tmp_path / "ws" / "pretrain_gpt.py").read_text() == "print('train')\n"
+    # without the commit in the cache, git mode asks the remote and says it could not
+    shutil.rmtree(cache / "git")
+    with pytest.raises(NetworkError, match="cannot fetch http://127.0.0.1:9/x.git"):
+        materialize("megatron-lm", tmp_path / "ws2", mode="git", cache_dir=cache)
