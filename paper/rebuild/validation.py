@@ -179,29 +179,36 @@ def blind_rates(b: Build) -> tuple[pd.DataFrame, list]:
 
 
 def blind_figure(b: Build, rates: pd.DataFrame, paths: list, status: str) -> None:
-    """Bars: per framework and blind set, the share judged as expected where the set was first measured."""
+    """Lines: one panel per kind of answer, each set where first measured on the x axis, one line per framework."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     first = rates[rates["role"] == "first measured here"] if len(rates) else rates
-    fig, ax = plt.subplots(figsize=(9, 3.2))
+    whats = BLIND_COLS[5:]
+    fig, axes = plt.subplots(1, len(whats), figsize=(11, 3.2), sharey=True)
     if len(first):
-        long = first.melt(id_vars=["set", "framework"], value_vars=BLIND_COLS[5:], var_name="what", value_name="rate")
+        long = first.melt(id_vars=["set", "framework"], value_vars=whats, var_name="what", value_name="rate")
         long = long[long["rate"] != "none"]
         long["percent"] = long["rate"].str.extract(r"\((\d+)%\)")[0].astype(float)
-        long["group"] = long["set"] + ": " + long["what"]
-        sns.barplot(data=long, x="framework", y="percent", hue="group", errorbar=None, ax=ax)
-        ax.set_ylim(0, 108)
-        ax.set_ylabel("% judged as expected")
-        ax.axhline(95, color="grey", lw=0.8, ls="--")
-        ax.set_title("each set where first measured (set N measures freeze N-1: written blind to it, read after "
-                     "it; set1 revised on); dashed: the 95% correct-PASS goal (wrong answers: 100%)",
-                     fontsize=8)  # fmt: skip
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        long["set number"] = long["set"].str.extract(r"(\d+)$")[0].astype(int)
+        for ax, what in zip(axes, whats, strict=True):
+            part = long[long["what"] == what]
+            sns.lineplot(
+                data=part, x="set number", y="percent", hue="framework", marker="o", ax=ax, legend=ax is axes[0]
+            )
+            ax.axhline(95 if what == "correct PASS" else 100, color="grey", lw=0.8, ls="--")
+            ax.set_title(what, fontsize=9)
+            ax.set_xticks(sorted(part["set number"].unique()))
+            ax.set_ylim(70, 102)
+        axes[0].set_ylabel("% judged as expected")
+        axes[0].legend(fontsize=7, loc="lower right")
+        fig.suptitle("Q&A keys on answers written blind: each set where first measured (set N measures freeze N-1; "
+                     "set 1 was revised on); dashed: the goal", fontsize=8)  # fmt: skip
         fig_status = status
     else:
         fig_status = status if status != MEASURED else f"{NOT_MEASURED}: no blind-answer cell in the records"
-        nothing_measured(ax, fig_status)
+        nothing_measured(axes[0], fig_status)
+    fig.tight_layout()
     b.figure("validation_blind", fig, paths, fig_status, "Q&A checkers on blind answers: rates per set and framework")
     plt.close(fig)
 
