@@ -423,6 +423,10 @@ def provenance(command: list[str]) -> dict:
     }
 
 
+SAVE_EVERY_S = 1.0
+"""How long a decided cell may wait before the record on disk holds it."""
+
+
 def record_path(out_dir: Path) -> Path:
     """A fresh record path under `out_dir`, named by the time (two calls in one second keep both records)."""
     out_dir = out_dir.resolve()
@@ -449,7 +453,19 @@ def save_json(path: Path, record: dict) -> None:
     os.replace(tmp, path)
 
 
-def build_record(prov: dict, started: float, spaces, chosen, isolated: bool, cells, complete: bool) -> dict:
+def tasks_info(chosen) -> dict:
+    """Each task's folder, category and file hashes, as the run found them."""
+    return {
+        t.id: {
+            "dir": str(t.dir),
+            "category": t.category,
+            "files": {k: v for fw in t.frameworks for k, v in t.file_hashes(fw).items()},
+        }
+        for t in chosen
+    }
+
+
+def build_record(prov: dict, started: float, spaces, tasks: dict, isolated: bool, cells, complete: bool) -> dict:
     """The validate record; `complete` is false while cells are still being decided (or the run was killed)."""
     unexpected = [c for c in cells if c.unexpected]
     return {
@@ -459,14 +475,7 @@ def build_record(prov: dict, started: float, spaces, chosen, isolated: bool, cel
         "seconds": round(time.monotonic() - started, 1),
         "workspaces": spaces.info,
         "sandbox": {"isolated": isolated},
-        "tasks": {
-            t.id: {
-                "dir": str(t.dir),
-                "category": t.category,
-                "files": {k: v for fw in t.frameworks for k, v in t.file_hashes(fw).items()},
-            }
-            for t in chosen
-        },
+        "tasks": tasks,
         "summary": {
             "cells": len(cells),
             "as_expected": sum(c.as_expected for c in cells),
@@ -500,17 +509,23 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="validate-", dir=args.work_root.resolve()))
     spaces = _Workspaces(scratch, args.source, args.cache_dir)
     path = record_path(args.out or args.results_dir / "validation")
-    prov = provenance(command)
+    prov, tasks = provenance(command), tasks_info(chosen)
+    saved_at = 0.0
 
     def save(complete: bool) -> dict:
-        record = build_record(prov, started, spaces, chosen, not args.no_sandbox, cells, complete)
+        nonlocal saved_at
+        record = build_record(prov, started, spaces, tasks, not args.no_sandbox, cells, complete)
         save_json(path, record)
+        saved_at = time.monotonic()
         return record
 
-    def show(c: Cell) -> None:  # every decided cell reaches the record at once: a killed run keeps its verdicts
+    def show(c: Cell) -> None:
+        # Decided cells reach the record within SAVE_EVERY_S: a lane that `timeout` kills (SIGTERM runs no `finally`)
+        # keeps its verdicts, and thousands of quick cells do not rewrite the whole record thousands of times.
         _show(c)
         cells.append(c)
-        save(complete=False)
+        if time.monotonic() - saved_at >= SAVE_EVERY_S:
+            save(complete=False)
 
     try:
         save(complete=False)
@@ -520,6 +535,9 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
                 task, fw, profile, all_tasks, spaces, gpus_here, show, not args.no_sandbox, tuple(args.cases)
             )
             print(_row_tail(row), flush=True)
+    except BaseException:
+        save(complete=False)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     record = save(complete=True)
