@@ -199,7 +199,7 @@ def blind_figure(b: Build, rates: pd.DataFrame, paths: list, status: str) -> Non
             ax.axhline(95 if what == "correct PASS" else 100, color="grey", lw=0.8, ls="--")
             ax.set_title(what, fontsize=9)
             ax.set_xticks(sorted(part["set number"].unique()))
-            ax.set_ylim(70, 102)
+            ax.set_ylim(min(70, long["percent"].min() - 5), 102)  # every point stays in view
         axes[0].set_ylabel("% judged as expected")
         axes[0].legend(fontsize=7, loc="lower right")
         fig.suptitle("Q&A keys on answers written blind: each set where first measured (set N measures freeze N-1; "
