@@ -170,9 +170,10 @@ def run_checker(
     log_dir: Path,
     profile: str = "",
     isolated: bool = True,
+    extra_args: tuple[str, ...] = (),
 ) -> Verdict:
-    """`check.py --workspace W --framework F --answer A [--profile P]` in W, every path absolute, in a
-    sandbox (unless not `isolated`) that writes only W and the checker's HOME and reads its category's
+    """`check.py --workspace W --framework F --answer A [--profile P] [extra_args]` in W, every path absolute,
+    in a sandbox (unless not `isolated`) that writes only W and the checker's HOME and reads its category's
     task files and the answer.
 
     PASS: exit 0 and a `PASS` line; FAIL: exit 1 and `FAIL: ...` lines. Anything else (a traceback,
@@ -186,7 +187,7 @@ def run_checker(
     # fraction of the time, which the validation matrix's hundreds of checks feel.
     python = [sys.executable, "-S"] if task.category == "qa" else [sys.executable]
     argv = [*python, str(task.checker), "--workspace", str(workspace), "--framework", framework]
-    argv += ["--answer", str(answer)] + (["--profile", profile] if profile else [])
+    argv += ["--answer", str(answer)] + (["--profile", profile] if profile else []) + list(extra_args)
     home = log_dir / "check-home"
     home.mkdir(parents=True, exist_ok=True)
     env = {**_minimal_env(BASE_ENV, home, home), "PYTHONDONTWRITEBYTECODE": "1"}

@@ -66,6 +66,8 @@ class Case:
     """Why the case cannot run here (the cell is recorded "not run")."""
     tree: str = ""
     """pithtrain: the commit whose tree the answer cites (a blind set's); "" for HEAD."""
+    checker_args: tuple[str, ...] = ()
+    """Added to check.py's arguments: a blind set's `--written-at-freeze N`."""
 
 
 @dataclass
@@ -159,11 +161,22 @@ def blind_tree(task: TaskSpec, set_name: str) -> tuple[str, str]:
     return commit, ""
 
 
+def blind_freeze(task: TaskSpec, set_name: str) -> tuple[str, ...]:
+    """check.py's `--written-at-freeze N` for a set whose writers read freeze N's instruction (its `freeze` in
+    tasks/qa/blind_sets.toml): a slot the instruction gained after N is not asked of its answers."""
+    try:
+        freeze = tomllib.loads((task.dir.parent / "blind_sets.toml").read_text()).get(set_name, {}).get("freeze")
+    except (OSError, tomllib.TOMLDecodeError):
+        return ()
+    return ("--written-at-freeze", str(freeze)) if isinstance(freeze, int) else ()
+
+
 def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
     """The task's blind answers for `framework`, every set (see the module docstring)."""
     cases = []
     for set_dir in sorted(p for p in (task.dir / "blind").glob("*") if (p / framework).is_dir()):
         tree, moved = blind_tree(task, set_dir.name) if framework == "pithtrain" else ("", "")
+        args = blind_freeze(task, set_dir.name)
         answers = sorted((set_dir / framework).glob("*.md"))
         labelled = []
         for path in answers:
@@ -178,13 +191,13 @@ def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
             name = f"{set_dir.name}/{path.name}{note}"
             text = path.read_text()
             if label == "correct":
-                cases.append(Case(name, "blind-correct", "PASS", message=text, skip=moved, tree=tree))
+                cases.append(Case(name, "blind-correct", "PASS", text, skip=moved, tree=tree, checker_args=args))
                 continue
-            cases.append(Case(name, "blind-wrong", "FAIL", message=text, skip=moved, tree=tree))
+            cases.append(Case(name, "blind-wrong", "FAIL", text, skip=moved, tree=tree, checker_args=args))
             if first_correct is not None:
                 cited = f"{set_dir.name}/{path.stem}+cited.md"
                 variant = with_right_citations(text, first_correct)
-                cases.append(Case(cited, "blind-cited", "FAIL", message=variant, skip=moved, tree=tree))
+                cases.append(Case(cited, "blind-cited", "FAIL", variant, skip=moved, tree=tree, checker_args=args))
     return cases
 
 
@@ -374,7 +387,7 @@ def validate_row(
         unclosed = script_logs(ws.path)["without_exit_time"]
         if unclosed:  # the provided scripts' trap must close every log (active GPU time is read from them)
             notes.append(f"{len(unclosed)} provided-script log(s) without an exit-time line: {', '.join(unclosed)}")
-        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile, isolated)
+        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile, isolated, case.checker_args)
         changed = spaces.done(ws, held)
         if changed:
             cells.append(cell("ERROR", [changed, *verdict.reasons, *notes]))

@@ -1,11 +1,12 @@
-"""Copy a blind answer set into the tasks: `python tasks/qa/import_blind.py SOURCE SET PITHTRAIN_COMMIT`.
+"""Copy a blind answer set into the tasks: `python tasks/qa/import_blind.py SOURCE SET PITHTRAIN_COMMIT FREEZE`.
 
 SOURCE holds `<framework>/<NN-slug>/correct-*.md`, `wrong-*.md` and, for every wrong answer, `wrong-*.why`
 (what is wrong with it), written by people who saw only the instruction and the workspace. They are copied
 verbatim to `tasks/qa/<NN-slug>/blind/<SET>/<framework>/`, replacing that set's earlier copies of the
 answers and their .why files (a `<answer>.adjudicated` file stays: it is ours, see tasks/qa/README.md).
-PITHTRAIN_COMMIT, the commit whose tree the writers read (their pithtrain answers cite its lines), goes into
-tasks/qa/blind_sets.toml. `python -m ate_bench validate` then checks every copy as a cell of the matrix.
+PITHTRAIN_COMMIT, the commit whose tree the writers read (their pithtrain answers cite its lines), and FREEZE,
+the freeze of the keys whose instruction they read, go into tasks/qa/blind_sets.toml. `python -m ate_bench
+validate` then checks every copy as a cell of the matrix.
 Standard library only.
 
 Exit 2 with one line naming the file and the fix when SOURCE does not follow that layout.
@@ -44,8 +45,9 @@ def plan(source: Path, set_name: str) -> list[tuple[Path, Path]]:
     return copies
 
 
-def record_commit(set_name: str, commit: str) -> None:
-    """tasks/qa/blind_sets.toml gets `[SET] pithtrain_commit = <full hash>` (others kept); ValueError if unknown."""
+def record_set(set_name: str, commit: str, freeze: int) -> None:
+    """tasks/qa/blind_sets.toml gets `[SET] pithtrain_commit = <full hash>`, `freeze = N` (others kept);
+    ValueError if the commit is unknown."""
     done = subprocess.run(["git", "rev-parse", "--verify", f"{commit}^{{commit}}"], cwd=QA_DIR, capture_output=True)
     if done.returncode != 0:
         raise ValueError(
@@ -53,22 +55,26 @@ def record_commit(set_name: str, commit: str) -> None:
         )
     sets_file = QA_DIR / "blind_sets.toml"
     text = sets_file.read_text()
-    sets = tomllib.loads(text) | {set_name: {"pithtrain_commit": done.stdout.decode().strip()}}
+    sets = tomllib.loads(text) | {set_name: {"pithtrain_commit": done.stdout.decode().strip(), "freeze": freeze}}
     head = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
-    body = "".join(f'[{name}]\npithtrain_commit = "{s["pithtrain_commit"]}"\n' for name, s in sorted(sets.items()))
+    body = "".join(
+        f'[{name}]\npithtrain_commit = "{s["pithtrain_commit"]}"\nfreeze = {s["freeze"]}\n'
+        for name, s in sorted(sets.items())
+    )
     sets_file.write_text(head + body)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) != 4 or not argv[3].isdigit():
         print(
-            "usage: import_blind.py SOURCE SET PITHTRAIN_COMMIT   (e.g. /work/blind/set2 set2 bc8b724)", file=sys.stderr
+            "usage: import_blind.py SOURCE SET PITHTRAIN_COMMIT FREEZE   (e.g. /work/blind/set2 set2 bc8b724 1)",
+            file=sys.stderr,
         )
         return 2
-    source, set_name, commit = Path(argv[0]), argv[1], argv[2]
+    source, set_name, commit, freeze = Path(argv[0]), argv[1], argv[2], int(argv[3])
     try:
         copies = plan(source, set_name)
-        record_commit(set_name, commit)
+        record_set(set_name, commit, freeze)
     except (ValueError, OSError, tomllib.TOMLDecodeError) as e:
         print(f"import_blind: {e}", file=sys.stderr)
         return 2

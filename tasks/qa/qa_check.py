@@ -5,8 +5,9 @@ the task's instruction.md lists (its `**Slots.**` list: `name` (citation) or `na
 The last line naming a slot is its value (explanation lines may start alike). Only slots are scored, with
 one exception: a code name in backticks anywhere in the block (`snake_case`, `CamelCase`, 4+ characters)
 that no text file of the workspace contains fails the answer (another version's or an invented name; the
-instruction says so), unless the answer says it does not exist ("no `attn_impl` switch"). A citation in
-the explanation that does not resolve is a `note:` line, not a FAIL.
+instruction says so), unless the answer says it does not exist ("no `attn_impl` switch"); a name found only
+in OLD_NAME_FILES counts for an answer that speaks of that experiment, not for one that presents it as the
+tree's. A citation in the explanation that does not resolve is a `note:` line, not a FAIL.
 
 The task's key.toml has, per framework, `term` (the question's key term, read by `ate_bench cost`) and
 one table per slot:
@@ -23,6 +24,9 @@ one table per slot:
     accept = ["config-file"]
     accept_by_file = { "pithtrain/models/gpt_oss.py" = ["..."] }   # optional, see _check_choice
     accept_by_path = { '--some-flag' = ["..."] }                     # optional, see _check_choice
+
+A slot the instruction gained later is named at the top of key.toml, `since_freeze = { innermost = 13 }`:
+an answer written to an earlier freeze's instruction (a blind set; `--written-at-freeze`) is not asked for it.
 
 An answer about a non-default path names its setting on a `path:` line among the slot lines (the
 instruction says so); without one, or with `path: default`, it describes the defaults. An `at` entry may add
@@ -59,7 +63,7 @@ import os
 import re
 import sys
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 SLACK = 3
@@ -75,6 +79,10 @@ PACKAGE_DIRS = {
     "megatron-lm": ("megatron/core", "megatron"),
 }
 """Where a package-relative citation (`trainer.py:940`, `core/parallel_state.py:12`) is looked up."""
+OLD_NAME_FILES = {"torchtitan": ("torchcomms", ("torchtitan/experiments/torchcomms/parallel_dims.py",))}
+"""(the word an answer about them uses, files): an experiment's code that keeps an older version's names (TorchComms'
+ParallelDims subclass builds the old meshes, `dp_shard_cp`, `dp_shard_mod_ep`). A backticked name found only there
+is another version's, unless the answer speaks of that experiment."""
 ABSENT_VALUES = ("no", "yes", "either")
 TEXT_SUFFIXES = (".py", ".pyi", ".toml", ".md", ".rst", ".txt", ".yaml", ".yml", ".json", ".sh", ".cfg", ".ini")
 """The files searched for a backticked name of the final block."""
@@ -138,6 +146,8 @@ class SlotKey:
     """(path regex, accepted values) pairs: the values for an answer that names that path (`accept_by_path`)."""
     absent_by_path: tuple[tuple[re.Pattern, str], ...]
     """(path regex, absent) pairs: `absent` for an answer that names that path (`absent_by_path`)."""
+    since_freeze: int = 0
+    """The freeze whose instruction first listed this slot (`since_freeze`); 0: every freeze's."""
 
 
 @dataclass(frozen=True)
@@ -202,8 +212,14 @@ def load_key(key_path: Path, framework: str, instruction: Path | None = None) ->
     missing = names - set(table)
     if missing:
         raise KeyFormatError(f"{where}: no table for slot(s) {sorted(missing)}; add [{framework}.<slot>] for each")
+    since = raw.get("since_freeze", {})
+    if not isinstance(since, dict) or not all(isinstance(v, int) and v > 0 for v in since.values()):
+        raise KeyFormatError(f"{key_path}: since_freeze = {since!r}; need {{ slot = FREEZE, ... }}, FREEZE > 0")
+    if set(since) - names:
+        raise KeyFormatError(f"{key_path}: since_freeze names {sorted(set(since) - names)}, not slots {sorted(names)}")
     term = _regex(table.get("term"), f"{where} term", re.IGNORECASE)
-    return Key(term, tuple(_slot_key(doc, table[doc.name], f"{where}.{doc.name}") for doc in docs))
+    slots = (_slot_key(doc, table[doc.name], f"{where}.{doc.name}") for doc in docs)
+    return Key(term, tuple(replace(s, since_freeze=since.get(s.doc.name, 0)) for s in slots))
 
 
 def _slot_key(doc: SlotDoc, raw: object, at: str) -> SlotKey:
@@ -459,12 +475,15 @@ def code_names(block: str) -> list[str]:
     return list(dict.fromkeys(w for w in names if len(w) >= 4 and _CODE_LIKE.search(w)))
 
 
-def absent_names(names: list[str], workspace: Path) -> list[str]:
+def absent_names(names: list[str], workspace: Path, aside: tuple[str, ...] = ()) -> list[str]:
     """The names no text file of the workspace contains, as a case-blind substring (`pos_freqs` is in
-    `pos_freqs_F`; `LayerNorm` in `input_layernorm`, so naming what the framework does not use passes)."""
+    `pos_freqs_F`; `LayerNorm` in `input_layernorm`, so naming what the framework does not use passes), the
+    files `aside` (relative to the workspace) left out."""
     left = {n.lower() for n in names}
+    skip = {workspace / a for a in aside}
     for dirpath, dirnames, filenames in os.walk(workspace):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        filenames = [f for f in filenames if Path(dirpath, f) not in skip]
         for f in filenames:
             if not left:
                 return []
@@ -524,8 +543,11 @@ def _check_citation_slot(slot: SlotKey, value: str, workspace: Path, resolver: R
     return ""
 
 
-def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list[str], list[str]]:
-    """(FAIL lines, `resolved:` note lines) for an answer (the agent's whole final message)."""
+def check(
+    key: Key, workspace: Path, message: str, framework: str, written_at_freeze: int | None = None
+) -> tuple[list[str], list[str]]:
+    """(FAIL lines, `resolved:` note lines) for an answer (the agent's whole final message); one written to
+    an earlier freeze's instruction (`written_at_freeze`) is not asked for the slots added after it."""
     block = final_answer(message)
     if block is None:
         return ["FAIL: no <final-answer> block (a line <final-answer>, the answer, a line </final-answer>)"], []
@@ -543,8 +565,13 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
             note = f"resolved: {c.path} -> {got[0]} (rule: {got[1]})"
             if note not in notes:
                 notes.append(note)
-    for name in absent_names(code_names(block), workspace):
-        fails.append(f"FAIL: names `{name}`, which no file of the workspace contains (another version's or invented)")
+    word, old_files = OLD_NAME_FILES.get(framework, ("", ()))
+    aside = () if word in block.lower() else old_files
+    for name in absent_names(code_names(block), workspace, aside):
+        where = f" but {', '.join(aside)} (older names)" if aside else ""
+        fails.append(
+            f"FAIL: names `{name}`, which no file of the workspace{where} contains (another version's or invented)"
+        )
     values, unknown = slot_values(block, {s.doc.name for s in key.slots} | {"path"})
     path = stated_path(values.get("path", []))
     fails += [f"FAIL: {name}: not a slot of this question" for name in dict.fromkeys(unknown)]
@@ -557,6 +584,8 @@ def check(key: Key, workspace: Path, message: str, framework: str) -> tuple[list
     }
     for slot in key.slots:
         given = values.get(slot.doc.name, [])
+        if written_at_freeze is not None and slot.since_freeze > written_at_freeze:
+            continue
         if not given:
             fails.append(f"FAIL: {slot.doc.name}: missing (a line `{slot.doc.name}: ...` in the final block)")
             continue
@@ -574,6 +603,12 @@ def main(key_path: Path, argv: list[str] | None = None) -> int:
     parser.add_argument("--workspace", type=Path, required=True, help="the framework's tree the answer cites")
     parser.add_argument("--framework", required=True, choices=FRAMEWORKS)
     parser.add_argument("--answer", type=Path, required=True, help="the agent's final message")
+    parser.add_argument(
+        "--written-at-freeze",
+        type=int,
+        metavar="N",
+        help="a blind set's answer, written to freeze N's instruction: the slots added after N are not asked",
+    )
     args = parser.parse_args(argv)
     try:
         key = load_key(Path(key_path), args.framework)
@@ -588,6 +623,6 @@ def main(key_path: Path, argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"FAIL: cannot read the answer {args.answer}: {e}")
         return 1
-    fails, notes = check(key, args.workspace, message, args.framework)
+    fails, notes = check(key, args.workspace, message, args.framework, args.written_at_freeze)
     print("\n".join(notes + (fails or ["PASS"])))
     return 1 if fails else 0

@@ -207,6 +207,40 @@ def test_an_optional_path_lands_only_for_an_answer_that_names_it(ws):
         qa_check.load_key(ws.parent / "key.toml", "pithtrain")
 
 
+def test_a_slot_added_later_is_asked_only_of_answers_written_after_it(ws):
+    key = qa_check.load_key(ws.parent / "key.toml", "pithtrain")
+    assert {s.doc.name: s.since_freeze for s in key.slots}["dims"] == 0
+    (ws.parent / "key.toml").write_text("since_freeze = { dims = 13 }\n" + KEY)
+    key = qa_check.load_key(ws.parent / "key.toml", "pithtrain")
+    without = "<final-answer>\n" + RIGHT.replace("\ndims: ep, dp", "") + "\n</final-answer>\n"
+    missing = ["FAIL: dims: missing (a line `dims: ...` in the final block)"]
+    assert qa_check.check(key, ws, without, "pithtrain")[0] == missing  # an agent's answer: the current instruction
+    assert qa_check.check(key, ws, without, "pithtrain", written_at_freeze=13)[0] == missing
+    assert qa_check.check(key, ws, without, "pithtrain", written_at_freeze=12)[0] == []  # a blind set of freeze 12
+    wrong = without.replace("pairs: halves", "pairs: interleaved")  # the slots it was written for are still scored
+    assert qa_check.check(key, ws, wrong, "pithtrain", written_at_freeze=12)[0][0].startswith("FAIL: pairs:")
+    for bad, says in [("{ dims = 0 }", "FREEZE > 0"), ("{ nope = 13 }", "not slots")]:
+        (ws.parent / "key.toml").write_text(f"since_freeze = {bad}\n" + KEY)
+        with pytest.raises(qa_check.KeyFormatError, match=says):
+            qa_check.load_key(ws.parent / "key.toml", "pithtrain")
+
+
+def test_a_name_kept_only_by_an_experiment_of_older_names_is_another_versions(ws):
+    # torchtitan's TorchComms experiment keeps the old ParallelDims' mesh names: named as the tree's, they FAIL
+    key = qa_check.load_key(ws.parent / "key.toml", "pithtrain")
+    old = ws / "torchtitan" / "experiments" / "torchcomms" / "parallel_dims.py"
+    old.parent.mkdir(parents=True)
+    old.write_text('names = ["dp_shard_mod_ep"]\n')
+    msg = "<final-answer>\nExperts shard over `dp_shard_mod_ep`{}.\n" + RIGHT + "\n</final-answer>\n"
+    fails = qa_check.check(key, ws, msg.format(""), "torchtitan")[0]
+    assert fails == [
+        "FAIL: names `dp_shard_mod_ep`, which no file of the workspace but"
+        " torchtitan/experiments/torchcomms/parallel_dims.py (older names) contains (another version's or invented)"
+    ]
+    assert qa_check.check(key, ws, msg.format(" (the torchcomms experiment's mesh)"), "torchtitan")[0] == []
+    assert qa_check.check(key, ws, msg.format(""), "pithtrain")[0] == []  # only torchtitan has such an experiment
+
+
 def test_missing_unknown_and_repeated_slots(ws):
     assert verdict(ws, None) == [
         "FAIL: no <final-answer> block (a line <final-answer>, the answer, a line </final-answer>)"
@@ -434,3 +468,16 @@ def test_import_blind_plans_copies_and_names_what_does_not_fit(tmp_path):
     (tmp_path / "titan").mkdir()
     with pytest.raises(ValueError, match="titan: not a framework"):
         import_blind.plan(tmp_path, "set9")
+
+
+def test_every_blind_set_names_the_freeze_its_writers_read_and_validate_passes_it_on():
+    import tomllib
+
+    from ate_bench.tasks import load_tasks
+    from ate_bench.validate import blind_cases
+
+    sets = tomllib.loads((QA_DIR / "blind_sets.toml").read_text())
+    assert all(isinstance(s.get("freeze"), int) for s in sets.values()), "without `freeze`, every slot is asked"
+    task = load_tasks(QA_DIR.parent, lambda t: t == "qa-01")["qa-01"]
+    cases = [c for c in blind_cases(task, "torchtitan") if c.name.startswith("set13/")]
+    assert cases and {c.checker_args for c in cases} == {("--written-at-freeze", str(sets["set13"]["freeze"]))}
