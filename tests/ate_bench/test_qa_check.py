@@ -481,3 +481,22 @@ def test_every_blind_set_names_the_freeze_its_writers_read_and_validate_passes_i
     task = load_tasks(QA_DIR.parent, lambda t: t == "qa-01")["qa-01"]
     cases = [c for c in blind_cases(task, "torchtitan") if c.name.startswith("set13/")]
     assert cases and {c.checker_args for c in cases} == {("--written-at-freeze", str(sets["set13"]["freeze"]))}
+
+
+def test_the_choice_slots_catch_sets_11_to_13_prose_only_wrong_claims():
+    # Megatron's order string read the wrong way round: every citation slot of these answers lands (sets 11-13)
+    key = qa_check.load_key(QA_DIR / "01-device-mesh" / "key.toml", "megatron-lm")
+    ws = QA_DIR.parent.parent / ".cache-none"  # choice slots and resolving-free checks only
+    reversed_order = "dims: pipeline, data, context, tensor, expert\noutermost: tensor\ninnermost: pipeline\n"
+    prose = "The order string tp-cp-ep-dp-pp is laid out outermost first."
+    block = f"<final-answer>\n{prose}\n{reversed_order}</final-answer>\n"
+    fails = qa_check.check(key, ws, block, "megatron-lm")[0]
+    assert "FAIL: outermost: tensor is wrong" in " ".join(fails) and "FAIL: innermost: pipeline is wrong" in " ".join(
+        fails
+    )
+    right = block.replace("outermost: tensor", "outermost: pipeline").replace(
+        "innermost: pipeline", "innermost: tensor"
+    )
+    assert not [f for f in qa_check.check(key, ws, right, "megatron-lm")[0] if "most:" in f or "dims:" in f]
+    on_option = right.replace("outermost: pipeline", "outermost: data\npath: --use-tp-pp-dp-mapping")
+    assert not [f for f in qa_check.check(key, ws, on_option, "megatron-lm")[0] if "most:" in f]
