@@ -640,3 +640,17 @@ def test_moba_judges_that_every_layer_calls_the_op():
     assert m.judge_calls(calls, "smoke") == []
     problems = m.judge_calls([c for c in calls if c["caller"] != 10], "smoke")
     assert len(problems) == 1 and "called from [3] modules" in problems[0], problems
+
+
+def test_a_near_miss_of_one_profile_is_not_run_on_the_others():
+    # MoBA's default block size 256 is one block of smoke's 128 tokens but the asked 8 of gpu1's 2,048: on gpu1 the
+    # case is a right configuration, so its cell is "not run" with the reason, never expected to FAIL there
+    from ate_bench.tasks import load_tasks
+    from ate_bench.validate import cases_for
+
+    tasks = load_tasks(REPO / "tasks", lambda t: t.startswith("feature-"))
+    for profile, skipped in (("smoke", False), ("gpu1", True), ("paper", True)):
+        cases = {c.name: c for c in cases_for(tasks["feature-01"], "pithtrain", profile, tasks)}
+        for name in ("blind-enable-default-block.sh", "blind2-block-size-default.sh"):
+            assert bool(cases[name].skip) is skipped and (not skipped or "only on smoke" in cases[name].skip)
+        assert not cases["own-block-not-forced.sh"].skip
