@@ -198,7 +198,8 @@ def blind_figure(b: Build, rates: pd.DataFrame, paths: list, status: str) -> Non
             )
             ax.axhline(95 if what == "correct PASS" else 100, color="grey", lw=0.8, ls="--")
             ax.set_title(what, fontsize=9)
-            ax.set_xticks(sorted(part["set number"].unique()))
+            numbers = sorted(part["set number"].unique())
+            ax.set_xticks(numbers, [str(n) if n % 2 or len(numbers) < 12 else "" for n in numbers], fontsize=7)
             ax.set_ylim(min(70, long["percent"].min() - 5), 102)  # every point stays in view
         axes[0].set_ylabel("% judged as expected")
         axes[0].legend(fontsize=7, loc="lower right")
