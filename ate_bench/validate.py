@@ -145,38 +145,33 @@ def with_right_citations(wrong: str, correct: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def blind_tree(task: TaskSpec, set_name: str) -> tuple[str, str]:
-    """(the pithtrain commit a set's writers read, from tasks/qa/blind_sets.toml, or "";
+def blind_tree(sets: dict, set_name: str) -> tuple[str, str]:
+    """(the pithtrain commit a set's writers read, from tasks/qa/blind_sets.toml's tables `sets`, or "";
     why it cannot be used, or ""). Its answers are checked against that tree, not HEAD's: they cite its lines."""
-    sets_file = task.dir.parent / "blind_sets.toml"
-    try:
-        commit = tomllib.loads(sets_file.read_text()).get(set_name, {}).get("pithtrain_commit")
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        return "", f"cannot read {sets_file}: {e}"
+    commit = sets.get(set_name, {}).get("pithtrain_commit")
     if not isinstance(commit, str):
-        return "", f"{sets_file} gives no pithtrain_commit for {set_name} (the commit its writers read)"
+        return "", f"tasks/qa/blind_sets.toml gives no pithtrain_commit for {set_name} (the commit its writers read)"
     argv = ["git", "cat-file", "-e", f"{commit}^{{commit}}"]
     if subprocess.run(argv, cwd=REPO_ROOT, capture_output=True).returncode != 0:
         return "", f"commit {commit[:12]}, the tree {set_name}'s writers read, is not in this repository's history"
     return commit, ""
 
 
-def blind_freeze(task: TaskSpec, set_name: str) -> tuple[str, ...]:
-    """check.py's `--written-at-freeze N` for a set whose writers read freeze N's instruction (its `freeze` in
-    tasks/qa/blind_sets.toml): a slot the instruction gained after N is not asked of its answers."""
-    try:
-        freeze = tomllib.loads((task.dir.parent / "blind_sets.toml").read_text()).get(set_name, {}).get("freeze")
-    except (OSError, tomllib.TOMLDecodeError):
-        return ()
-    return ("--written-at-freeze", str(freeze)) if isinstance(freeze, int) else ()
-
-
 def blind_cases(task: TaskSpec, framework: str) -> list[Case]:
-    """The task's blind answers for `framework`, every set (see the module docstring)."""
+    """The task's blind answers for `framework`, every set (see the module docstring). A set's `freeze` in
+    tasks/qa/blind_sets.toml (the freeze whose instruction its writers read) reaches check.py as
+    `--written-at-freeze N`: a slot the instruction gained after N is not asked of its answers."""
+    sets_file, unreadable = task.dir.parent / "blind_sets.toml", ""
+    try:
+        sets = tomllib.loads(sets_file.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        sets, unreadable = {}, f"cannot read {sets_file}: {e}"
     cases = []
     for set_dir in sorted(p for p in (task.dir / "blind").glob("*") if (p / framework).is_dir()):
-        tree, moved = blind_tree(task, set_dir.name) if framework == "pithtrain" else ("", "")
-        args = blind_freeze(task, set_dir.name)
+        tree, moved = blind_tree(sets, set_dir.name) if framework == "pithtrain" else ("", "")
+        moved = unreadable or moved
+        freeze = sets.get(set_dir.name, {}).get("freeze")
+        args = ("--written-at-freeze", str(freeze)) if isinstance(freeze, int) else ()
         answers = sorted((set_dir / framework).glob("*.md"))
         labelled = []
         for path in answers:
