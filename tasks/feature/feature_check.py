@@ -94,6 +94,11 @@ class OpSpec:
     auxiliary loss, whose value the op's gradients cannot show; MoE++'s FFN weights, used outside the op."""
     aux_needed: Callable[[list[dict]], bool] | None = None
     """Whether the op's recorded calls oblige the model to call the aux function too (None: always)."""
+    branch_args: dict[str, list[str]] | None = None
+    """Per framework, the verify.sh arguments of one more run with the feature on, on a model whose routing reaches
+    a rule that a profile's own model may never reach (MoE++: a token routed to zero-computation experts only, which
+    top-6 of 64 with 4 of them cannot be); its calls are judged by `judge_branch`, on every profile."""
+    judge_branch: Callable[[list[dict], str], list[str]] | None = None
 
 
 def load_reference(task_dir: Path):
@@ -421,10 +426,16 @@ def seam_env(feature: dict, check_py: str, seam_dir: str, spec: OpSpec) -> dict:
 
 
 def check_seam(
-    out_dir: Path, spec: OpSpec, target: str, profile: str, aux_target: str = "", name: str = "seam"
+    out_dir: Path,
+    spec: OpSpec,
+    target: str,
+    profile: str,
+    aux_target: str = "",
+    name: str = "seam",
+    judge: Callable[[list[dict], str], list[str]] | None = None,
 ) -> list[str]:
     """The recorded calls of the op (and of the aux function, when the task names one and the calls need it) held
-    to the task's rules."""
+    to the task's rules (`judge`, or the spec's)."""
     calls = [c for f in sorted(out_dir.glob(f"{name}-*.json")) for c in json.loads(f.read_text())]
     aux_problems = []
     if spec.aux is not None and (spec.aux_needed is None or spec.aux_needed(calls)):
@@ -446,7 +457,7 @@ def check_seam(
             f"seam: on the model's own inputs of call {worst['call']}, the op differs from the reference by "
             f"{worst['replay_error']:.2e} > {tol:.0e} (float32)"
         )
-    return problems + [f"seam: {why}" for why in spec.judge_calls(calls, profile)] + aux_problems
+    return problems + [f"seam: {why}" for why in (judge or spec.judge_calls)(calls, profile)] + aux_problems
 
 
 def run_script(
@@ -565,12 +576,32 @@ def check_model(
         if why:
             return [f"training: {why}", "seam, train.sh and liveness: not checked, since verify.sh did not run"]
         problems = check_seam(Path(seam_dir), spec, feature["op"], profile, feature.get("aux", ""))
+    if not problems and spec.branch_args is not None:
+        problems = check_branch(workspace, framework, feature, timeout_s, spec, check_py, profile)
     if problems:
         return problems + ["train.sh and liveness: not checked, since the model misuses the op"]
     with tempfile.TemporaryDirectory(prefix="feature-off-seam-") as off_dir:
         off_env = seam_env(feature, check_py, off_dir, spec)
         problems = check_training(workspace, framework, feature, timeout_s, on_printed, profile, off_env)
         return problems + calls_while_off(Path(off_dir), feature)
+
+
+def check_branch(
+    workspace: Path, framework: str, feature: dict, timeout_s: float, spec: OpSpec, check_py: str, profile: str
+) -> list[str]:
+    """The spec's branch run: verify.sh with the feature on and `branch_args`, under the seam probe."""
+    args = spec.branch_args.get(framework)
+    if args is None:
+        return [f"branch: no branch run is defined for {framework}, so a rule its model may never reach is unchecked"]
+    with tempfile.TemporaryDirectory(prefix="feature-branch-") as branch_dir:
+        env = seam_env(feature, check_py, branch_dir, spec)
+        _, why = run_script(workspace, "verify.sh", [*feature["enable"], *args], framework, timeout_s, env)
+        if why:
+            return [f"branch: {why}"]
+        problems = check_seam(
+            Path(branch_dir), spec, feature["op"], profile, feature.get("aux", ""), judge=spec.judge_branch
+        )
+    return [f"branch ({' '.join(args)}): {why.removeprefix('seam: ')}" for why in problems]
 
 
 def calls_while_off(off_dir: Path, feature: dict) -> list[str]:

@@ -90,13 +90,15 @@ def verify(ws: Path, args: list[str], env: dict | None = None) -> list[str]:
 
 
 def seam_run(task: str, ws: Path, feature: dict, profile: str) -> tuple[list[str], list[str]]:
-    """verify.sh with the feature on under the seam probe: its losses and the seam verdict."""
-    spec = load_check(task).SPEC
+    """verify.sh with the feature on under the seam probe: its losses and the seam verdict (with the task's branch
+    run, where it has one, as the checker runs it)."""
+    spec, check_py = load_check(task).SPEC, str(FEATURE / task / "check.py")
     with tempfile.TemporaryDirectory(prefix="feature-seam-") as seam_dir:
-        on = verify(
-            ws, feature["enable"], feature_check.seam_env(feature, str(FEATURE / task / "check.py"), seam_dir, spec)
-        )
-        return on, feature_check.check_seam(Path(seam_dir), spec, feature["op"], profile, feature.get("aux", ""))
+        on = verify(ws, feature["enable"], feature_check.seam_env(feature, check_py, seam_dir, spec))
+        seam = feature_check.check_seam(Path(seam_dir), spec, feature["op"], profile, feature.get("aux", ""))
+    if spec.branch_args is not None:
+        seam += feature_check.check_branch(ws, "pithtrain", feature, 1200, spec, check_py, profile)
+    return on, seam
 
 
 def measure_liveness(task: str, ws: Path, checks: int, profile: str) -> bool:

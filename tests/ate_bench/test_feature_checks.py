@@ -654,3 +654,63 @@ def test_a_near_miss_of_one_profile_is_not_run_on_the_others():
         for name in ("blind-enable-default-block.sh", "blind2-block-size-default.sh"):
             assert bool(cases[name].skip) is skipped and (not skipped or "only on smoke" in cases[name].skip)
         assert not cases["own-block-not-forced.sh"].skip
+
+
+# A MoE++ layer stack for the branch run: 4 FFN + 4 zero-computation experts, routing top-k from `--set
+# model.num_experts_per_tok=K` (default 6: every token keeps two FFN experts); "drop" zeroes y for a token with no
+# FFN expert, as the blind near miss dropped-tokens-zeroed does.
+BRANCH_MODEL = """
+import sys, torch
+from featws.ops import moepp_expert_mix
+top_k = next((int(a.split("=")[1]) for a in sys.argv if a.startswith("model.num_experts_per_tok=")), 6)
+torch.manual_seed(0)
+T, D, F = 64, 8, 4
+x = torch.randn(T, D)
+w_router = torch.randn(D, F + 4, requires_grad=True)
+residual = torch.zeros(F + 4, F + 4, requires_grad=True)
+const_v, const_g = torch.randn(2, D, requires_grad=True), torch.randn(2, 2, D, requires_grad=True)
+ffn_out = torch.randn(T, F, D)
+prev, loss = None, 0.0
+for layer in range(3):
+    logits = x @ w_router
+    y, routed = moepp_expert_mix(x, logits, prev, residual, ffn_out, const_v, const_g, top_k, 1, 1)
+    if sys.argv[1] == "drop":
+        y = y * (routed.topk(top_k, -1).indices < F).any(-1, keepdim=True)
+    loss = loss + y.square().mean() + routed.softmax(-1).square().mean()
+    prev = routed
+loss.backward()
+print(f"step 1/1 loss {float(loss):.4f}")
+"""
+
+
+@pytest.mark.parametrize("variant, expect", [("keep", []), ("drop", ["tokens' y got no gradient"])])
+def test_moepp_branch_run_reaches_tokens_the_profile_never_routes(tmp_path, variant, expect):
+    """Revision 7: a model that drops the tokens routed to zero-computation experts only passes a profile whose
+    top-k cannot route any (top-6 with 4 of them, as gpu1); the branch run, top-1, reaches such tokens and fails it."""
+    ws = tmp_path / "ws"
+    (ws / "featws").mkdir(parents=True)
+    (ws / "featws" / "__init__.py").write_text("")
+    reference = FEATURE / "04-moe-plus-plus" / "reference.py"
+    (ws / "featws" / "ops.py").write_text(
+        f"import runpy\nref = runpy.run_path({str(reference)!r})\n"
+        "moepp_expert_mix, moepp_ffn_weights = ref['moepp_expert_mix_reference'], ref['moepp_ffn_weights_reference']\n"
+    )
+    (ws / "featws" / "model.py").write_text(BRANCH_MODEL)
+    (ws / "verify.sh").write_text(
+        "mkdir -p artifacts; log=artifacts/verify-$(date +%Y%m%d-%H%M%S).log\n"
+        f'"$PYTHON" -m featws.model {variant} "$@" > "$log" 2>&1; rc=$?\n'
+        'echo "exit-time: $(date +%s)" >> "$log"; exit $rc\n'
+    )
+    spec, module = _spec("04-moe-plus-plus")
+    feature = {"op": "featws.ops:moepp_expert_mix", "aux": "featws.ops:moepp_ffn_weights", "enable": [], "disable": []}
+    check_py = str(FEATURE / "04-moe-plus-plus" / "check.py")
+    branch = {"pithtrain": ["--set", "model.num_experts_per_tok=1"]}
+    spec = spec.__class__(**{**spec.__dict__, "branch_args": branch})
+    env = {**os.environ, "PYTHONPATH": f"{ws}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "environ", env)
+        problems = feature_check.check_branch(ws, "pithtrain", feature, 60, spec, check_py, "smoke")
+        assert feature_check.check_branch(ws, "torchtitan", feature, 60, spec, check_py, "smoke") == [
+            "branch: no branch run is defined for torchtitan, so a rule its model may never reach is unchecked"
+        ]
+    assert len(problems) == len(expect) and all(e in p for e, p in zip(expect, problems)), problems

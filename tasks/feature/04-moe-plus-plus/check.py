@@ -299,13 +299,35 @@ def judge_aux_calls(calls, profile):
     return problems
 
 
+# Revision 7 (dropped-tokens-zeroed on gpu1): top-6 of 64 experts, 4 of them zero-computation, never routes a token to
+# zero-computation experts only, so a model that drops such tokens' output trains there as the gold does. One more
+# step of the same model routing top-1 (a token picks a zero-computation expert alone about 1 time in 16) must keep
+# every token's y, on every profile.
+BRANCH_ARGS = {"pithtrain": ["--set", "model.num_experts_per_tok=1", "--set", "training.max_steps=1"]}
+
+
+def judge_branch(calls, profile):
+    """The branch run's calls: tokens routed to zero-computation experts only occurred, and none lost its y."""
+    only_zc = sum(c["chosen"]["only zero-computation"] for c in calls)
+    if not only_zc:
+        return ["routing top-1, no token went to zero-computation experts only: the run did not reach that rule"]
+    dropped = max((c["y_zero_rows"] or 0) for c in calls)
+    if dropped:
+        return [
+            f"{dropped} tokens' y got no gradient in one call (of {only_zc} routed to zero-computation experts only): "
+            "the model drops the op's output for them; a zero, copy or constant expert's output is the token's"
+        ]
+    return []
+
+
 AUX = OpSpec(
     moepp_ffn_weights_reference, make_aux_inputs, {torch.float32: 1e-5}, dense_weights, record_aux_call,
     judge_aux_calls,
 )  # fmt: skip
 SPEC = OpSpec(
     moepp_expert_mix_reference, make_inputs, {torch.float32: 1e-4}, lambda out: list(out), record_call, judge_calls,
-    AUX, aux_needed=lambda calls: any(c.get("ffn_zero") for c in calls),
+    AUX, aux_needed=lambda calls: any(c.get("ffn_zero") for c in calls), branch_args=BRANCH_ARGS,
+    judge_branch=judge_branch,
 )  # fmt: skip
 
 if __name__ == "__main__":
