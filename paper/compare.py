@@ -35,6 +35,7 @@ TOLERANCE = {
     "validation_summary": (["task", "framework", "profile"], 0.0, "exact"),
     "validation_matrix": (["task", "framework", "profile"], 0.0, "exact"),
     "agent_free_cost": (["task", "framework"], 0.0, "exact"),
+    "gold_cost": (["task", "framework"], 0.0, "exact"),
     "ate_qa": (["task", "framework"], 0.0, "exact"),
     "ate_operate": (["task", "framework"], 0.0, "exact"),
     "ate_feature": (["task", "framework"], 0.0, "exact"),

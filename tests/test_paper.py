@@ -39,6 +39,8 @@ TABLE_COLUMNS = {
     "validation_summary": ["task", "framework", "as expected", "UNEXPECTED", "not run", "not_run_reasons"],
     "validation_blind": ["set", "framework"],
     "agent_free_cost": ["task", "framework", "cost_source"],
+    "gold_cost": ["task", "framework", "measure", "gold_files", "gold_lines_added", "gold_lines_removed",
+                  "smoke_runs_before_pass", "smoke_runs", "gpu1_runs"],
     "checkpoint_stall": ["commit", "parameters_b", "sync_save_s", "async_stalls_s", "async_max_stall_s",
                          "buffer_allocation_extra_s", "goal_s", "command"],
 }  # fmt: skip
@@ -391,3 +393,49 @@ def test_validation_figure_groups_cases_into_columns():
     assert sorted(groups, key=_group_order) == ["gold", "shifted", "hand-written wrong", "near misses 1",
                                                 "near misses 3", "set9 wrong", "set10 correct",
                                                 "set10 wrong + right citations"]  # fmt: skip
+
+
+def test_gold_cost_measures_the_real_golds_and_counts_runs_to_the_first_pass(tmp_path):
+    """The repository's golds against records written here: feature-01's size is its patch's `git apply --numstat`
+    (run outside any checkout), operate-02's the files of its gold folder; runs skip "not run" records."""
+    import subprocess
+
+    from paper.rebuild.common import Build
+    from paper.rebuild.gold_cost import build as build_gold_cost
+
+    def record(verdicts: dict) -> dict:
+        cells = [{"task": t, "framework": "pithtrain", "profile": p, "case": "gold", "kind": "gold", "verdict": v}
+                 for (t, p), v in verdicts.items()]  # fmt: skip
+        return {"commit": "", "cells": cells}
+
+    folder = tmp_path / "results" / "ate" / "validation"
+    folder.mkdir(parents=True)
+    smoke_02, gpu1_01 = ("operate-02", "smoke"), ("feature-01", "gpu1")
+    history = [{smoke_02: "ERROR", gpu1_01: "FAIL"}, {smoke_02: "not run", gpu1_01: "FAIL"}, {smoke_02: "FAIL"},
+               {smoke_02: "PASS"}, {smoke_02: "FAIL"}]  # fmt: skip
+    for i, verdicts in enumerate(history):
+        (folder / f"2026010{i + 1}T000000Z.json").write_text(json.dumps(record(verdicts)))
+    out = tmp_path / "outputs"
+    build_gold_cost(
+        Build(results=tmp_path / "results", tasks=REPO / "tasks", out=out, command="python -m paper.rebuild")
+    )
+    cost = table(out, "gold_cost").set_index(["task", "framework"])
+
+    gold = REPO / "tasks" / "feature" / "01-moba" / "gold" / "pithtrain"
+    numstat = subprocess.run(["git", "apply", "--numstat", str(next(gold.glob("*.patch")))], cwd=tmp_path,
+                             capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
+    moba = cost.loc[("feature-01", "pithtrain")]
+    assert int(moba["gold_files"]) == len(numstat)
+    assert int(moba["gold_lines_added"]) == sum(int(line.split()[0]) for line in numstat)
+    assert int(moba["gold_lines_removed"]) == sum(int(line.split()[1]) for line in numstat)
+    assert moba["gpu1_runs_before_pass"] == "no PASS" and moba["gpu1_runs"] == "2"
+    assert moba["smoke_runs"] == "not run"
+
+    train = cost.loc[("operate-02", "pithtrain")]
+    gold = REPO / "tasks" / "operate" / "02-train-evaluate" / "gold" / "pithtrain"
+    files = [p for p in gold.rglob("*") if p.is_file()]
+    assert int(train["gold_files"]) == len(files) and int(train["gold_lines_removed"]) == 0
+    assert (train["smoke_runs_before_pass"], train["smoke_runs"]) == ("2", "4")  # ERROR, FAIL, then PASS
+    assert (cost.loc[("operate-02", "megatron-lm")] == "no gold").sum() >= 9  # no gold folder: nothing invented
+    status = (out / "gold_cost.md").read_text().splitlines()[2]
+    assert status == "Status: measured here."

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ate_bench.runner import PIPELINE_CHECK, PIPELINE_CHECK_LABEL
-from paper.rebuild import ablation, ate, checkpoint_stall, code_size, moba, throughput, validation
+from paper.rebuild import ablation, ate, checkpoint_stall, code_size, gold_cost, moba, throughput, validation
 from paper.rebuild.ate_records import load_runs
 from paper.rebuild.claims import badge_lines, claims_lines
 from paper.rebuild.common import MEASURED, NOT_MEASURED, PAPERS, REPO, Build, latest
@@ -37,6 +37,8 @@ RESULTS = (
     (6, "Checker validation matrix and agent-free costs", validation, "CPU (smoke profile); GPUs for gpu1",
      "nox -s validate; python -m ate_bench cost", "minutes"),
     (7, "Checkpoint stall", checkpoint_stall, "1 H200", "CKPT=1 bash benchmarks/gpu_run.sh (GPU)", "about 5 min"),
+    (8, "Gold cost: files, lines and validation runs per gold", gold_cost, "CPU (the golds); validation records",
+     "nox -s validate", "minutes (the validate call; the table reads files only)"),
 )  # fmt: skip
 
 
