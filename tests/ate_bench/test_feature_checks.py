@@ -296,6 +296,17 @@ for step in range(3):
 """
 
 
+def _featws(root, slug, module, names, model_source):
+    """A workspace package `featws` under root: featws.<module> exports the task's references under the op names
+    (`<name>` is `<name>_reference`), as an agent's module would, and featws.model is `model_source`."""
+    (root / "featws").mkdir(parents=True)
+    (root / "featws" / "__init__.py").write_text("")
+    reference = FEATURE / slug / "reference.py"
+    exports = "".join(f"{n} = ref['{n}_reference']\n" for n in names)
+    (root / "featws" / f"{module}.py").write_text(f"import runpy\nref = runpy.run_path({str(reference)!r})\n{exports}")
+    (root / "featws" / "model.py").write_text(model_source)
+
+
 @pytest.mark.parametrize(
     "variant, expect",
     [("learned", []), ("frozen", ["thresholds the model passes or gets do not require grad", "stay at 0"])],
@@ -303,14 +314,7 @@ for step in range(3):
 def test_seam_probe_records_what_the_model_does_with_the_op(tmp_path, variant, expect):
     """The probe, end to end in a fresh Python: a workspace module that imports the op by name from another, as a
     model does; the calls are recorded through sitecustomize and judged by the task's rules (DynMoE here)."""
-    (tmp_path / "featws").mkdir()
-    (tmp_path / "featws" / "__init__.py").write_text("")
-    reference = FEATURE / "02-dynmoe" / "reference.py"
-    (tmp_path / "featws" / "gate.py").write_text(
-        f"import runpy\nref = runpy.run_path({str(reference)!r})\n"
-        "dynmoe_gate, dynmoe_aux_loss = ref['dynmoe_gate_reference'], ref['dynmoe_aux_loss_reference']\n"
-    )
-    (tmp_path / "featws" / "model.py").write_text(SEAM_MODEL)
+    _featws(tmp_path, "02-dynmoe", "gate", ("dynmoe_gate", "dynmoe_aux_loss"), SEAM_MODEL)
     out = tmp_path / "seam"
     out.mkdir()
     env = {**os.environ, "PYTHONPATH": f"{feature_check.SEAM_PROBE}{os.pathsep}{tmp_path}",
@@ -688,14 +692,7 @@ def test_moepp_branch_run_reaches_tokens_the_profile_never_routes(tmp_path, vari
     """Revision 7: a model that drops the tokens routed to zero-computation experts only passes a profile whose
     top-k cannot route any (top-6 with 4 of them, as gpu1); the branch run, top-1, reaches such tokens and fails it."""
     ws = tmp_path / "ws"
-    (ws / "featws").mkdir(parents=True)
-    (ws / "featws" / "__init__.py").write_text("")
-    reference = FEATURE / "04-moe-plus-plus" / "reference.py"
-    (ws / "featws" / "ops.py").write_text(
-        f"import runpy\nref = runpy.run_path({str(reference)!r})\n"
-        "moepp_expert_mix, moepp_ffn_weights = ref['moepp_expert_mix_reference'], ref['moepp_ffn_weights_reference']\n"
-    )
-    (ws / "featws" / "model.py").write_text(BRANCH_MODEL)
+    _featws(ws, "04-moe-plus-plus", "ops", ("moepp_expert_mix", "moepp_ffn_weights"), BRANCH_MODEL)
     (ws / "verify.sh").write_text(
         "mkdir -p artifacts; log=artifacts/verify-$(date +%Y%m%d-%H%M%S).log\n"
         f'"$PYTHON" -m featws.model {variant} "$@" > "$log" 2>&1; rc=$?\n'
