@@ -10,7 +10,7 @@ import pytest
 
 from ate_bench.runner import PIPELINE_CHECK, PIPELINE_CHECK_LABEL
 from paper.rebuild.__main__ import main
-from paper.rebuild.ate_records import paper_task
+from paper.rebuild.ate_records import load_runs, medians, paper_task
 from paper.rebuild.common import NOT_MEASURED, REPO, load_paper, sha256
 from paper.rebuild.moba import bash_reads_only, turn_kind
 
@@ -23,9 +23,10 @@ TABLE_COLUMNS = {
     "throughput": ["config", "mesh", "framework", "runs", "tokens_per_s_per_gpu", "x_torchtitan_compiled",
                    "x_megatron_core", "mfu_vs_measured_peak", "peak_mem_gib", "peak_mem_kind", "command", "status"],
     "throughput_smoke": ["config", "status"],
-    "ate_qa": ["task", "framework", "runs", "session_min", "gpu_min", "turns", "context_tokens", "output_tokens",
-               "paper_turns", "cited_lines", "term_files", "max_hops", "status"],
-    "ate_operate": ["task", "framework", "runs", "turns", "gpu_min", "paper_gpu_min", "paper_turns", "status"],
+    "ate_qa": ["task", "framework", "skills_overlay", "runs", "session_min", "gpu_min", "turns", "context_tokens",
+               "output_tokens", "paper_turns", "cited_lines", "term_files", "max_hops", "status"],
+    "ate_operate": ["task", "framework", "skills_overlay", "runs", "turns", "gpu_min", "paper_gpu_min", "paper_turns",
+                    "status"],
     "ate_feature": ["task", "framework", "runs", "turns", "gpu_min", "paper_gpu_min", "paper_turns", "status"],
     "skills_ablation": ["task", "framework", "runs_with", "runs_without", "turns_with", "turns_without",
                         "turns_reduction", "turns_reduction_range", "gpu_min_reduction"],
@@ -439,3 +440,21 @@ def test_gold_cost_measures_the_real_golds_and_counts_runs_to_the_first_pass(tmp
     assert (cost.loc[("operate-02", "megatron-lm")] == "no gold").sum() >= 9  # no gold folder: nothing invented
     status = (out / "gold_cost.md").read_text().splitlines()[2]
     assert status == "Status: measured here."
+
+
+def test_runs_with_the_skills_overlay_are_kept_apart(tmp_path):
+    """Issue 28: TorchTitan runs with our capture-profile skill overlaid (`--skills-overlay`) are another arm than
+    runs without it; their medians must not pool (records from before the overlay read as "none")."""
+    base = json.loads(next((REPO / "tests" / "fixtures").rglob("qa-02_pithtrain_a/record.json")).read_text())
+    for run_id, overlay, turns in (("a", None, 10), ("b", ["capture-profile"], 30), ("c", ["capture-profile"], 50)):
+        rec = json.loads(json.dumps(base))
+        rec["run_id"], rec["metrics"]["agent_turns"] = run_id, turns
+        rec["framework"] |= {"name": "torchtitan", "mode": "pypi", "version": "0.2.2", "skills": "kept"}
+        if overlay:
+            rec["framework"]["skills_overlay"] = overlay
+        (tmp_path / "ate" / run_id).mkdir(parents=True)
+        (tmp_path / "ate" / run_id / "record.json").write_text(json.dumps(rec))
+    runs, _ = load_runs(tmp_path)
+    med = medians(runs).set_index("skills_overlay")
+    assert med.loc["none", "turns"] == 10 and med.loc["none", "runs"] == 1
+    assert med.loc["capture-profile", "turns"] == 40 and med.loc["capture-profile", "runs"] == 2

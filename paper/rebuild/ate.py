@@ -28,7 +28,7 @@ CATEGORIES = {"qa": "Q&A", "operate": "Operate and profile", "feature": "New fea
 METRIC_COLS = [c for c, _ in METRICS.values()]
 PAPER_COLS = {"gpu_min": "paper_gpu_min", "turns": "paper_turns", "output_tokens": "paper_output_tokens"}
 COST_COLS = ["cited_files", "cited_lines", "cited_bytes", "term_files", "source_files", "max_hops", "cost_source"]
-BASE_COLS = ["task", "title", "framework", "profile", "agent", "model", "source", "runs", "passed"]
+BASE_COLS = ["task", "title", "framework", "profile", "agent", "model", "source", "skills_overlay", "runs", "passed"]
 
 
 def load_costs(results: Path) -> tuple[pd.DataFrame, list[Path]]:

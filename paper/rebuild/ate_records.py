@@ -4,7 +4,7 @@ Only records of real agents count as results: gold and noop runs (`agent.kind ==
 validate the harness and are dropped here, and runs against a scripted model (`"pipeline-check"`) are read
 only when asked for by kind, into outputs of their own (common.Build.run_kind). Medians are grouped by
 everything that makes two runs different experiments (agent, model, framework source mode and version,
-skills), as `ate_bench report` does.
+skills, and the skills overlaid on TorchTitan or Megatron-LM with `--skills-overlay`), as `ate_bench report` does.
 """
 
 import json
@@ -22,7 +22,7 @@ METRICS = {  # record key -> (column, scale to the shown unit)
     "context_tokens_median": ("context_tokens", 1),
     "output_tokens": ("output_tokens", 1),
 }
-GROUP = ["task", "profile", "framework", "agent", "model", "source", "skills"]
+GROUP = ["task", "profile", "framework", "agent", "model", "source", "skills", "skills_overlay"]
 NO_KEY = "not measured (no agent key)"
 
 
@@ -45,6 +45,7 @@ def load_runs(results: Path, kind: str = "agent") -> tuple[pd.DataFrame, list[Pa
             "framework": fw["name"],
             "source": f"{fw['mode']} {fw['version']}",
             "skills": fw["skills"],
+            "skills_overlay": ",".join(fw.get("skills_overlay", [])) or "none",  # records before the overlay had none
             "agent": rec["agent"]["name"],
             "model": rec["agent"]["model"],
             "profile": rec["task"].get("profile", ""),
@@ -53,7 +54,8 @@ def load_runs(results: Path, kind: str = "agent") -> tuple[pd.DataFrame, list[Pa
         for key, (col, scale) in METRICS.items():
             row[col] = m[key] * scale if key in m and m[key] is not None else None
         rows.append(row)
-    cols = ["run_id", "run_dir", "task", "category", "slug", "title", "framework", "source", "skills", "agent"]
+    cols = ["run_id", "run_dir", "task", "category", "slug", "title", "framework", "source", "skills", "skills_overlay"]
+    cols += ["agent"]
     cols += ["model", "profile", "passed", *(c for c, _ in METRICS.values())]
     return pd.DataFrame(rows, columns=cols), paths
 
