@@ -416,11 +416,19 @@ def test_gold_cost_measures_the_real_golds_and_counts_runs_to_the_first_pass(tmp
                {smoke_02: "PASS"}, {smoke_02: "FAIL"}]  # fmt: skip
     for i, verdicts in enumerate(history):
         (folder / f"2026010{i + 1}T000000Z.json").write_text(json.dumps(record(verdicts)))
+    # an operate gpu1 call's record (tasks/operate/gpu1_golds.sh): cells named by the task's folder, no "kind"
+    gpu1 = tmp_path / "results" / "ate" / "gpu1"
+    gpu1.mkdir(parents=True)
+    cells = [{"task": "02-train-evaluate", "framework": "torchtitan", "profile": "gpu1", "case": c, "verdict": v}
+             for c, v in (("noop", "FAIL"), ("gold", "PASS"))]  # fmt: skip
+    (gpu1 / "20260103T0000Z-operate-gpu1-torchtitan.json").write_text(json.dumps({"cells": cells}))
     out = tmp_path / "outputs"
     build_gold_cost(
         Build(results=tmp_path / "results", tasks=REPO / "tasks", out=out, command="python -m paper.rebuild")
     )
     cost = table(out, "gold_cost").set_index(["task", "framework"])
+    titan = cost.loc[("operate-02", "torchtitan")]
+    assert (titan["gpu1_runs_before_pass"], titan["gpu1_runs"], titan["smoke_runs"]) == ("0", "1", "not run")
 
     gold = REPO / "tasks" / "feature" / "01-moba" / "gold" / "pithtrain"
     numstat = subprocess.run(["git", "apply", "--numstat", str(next(gold.glob("*.patch")))], cwd=tmp_path,

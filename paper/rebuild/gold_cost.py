@@ -57,15 +57,19 @@ def gold_size(gold: Path, category: str) -> tuple[dict, list[Path]]:
     return {"gold_files": files, "gold_lines_added": added, "gold_lines_removed": removed}, measured
 
 
-def gold_runs(results: Path) -> tuple[dict[tuple, list[str]], list[Path]]:
+def gold_runs(results: Path, slug_to_task: dict[str, str]) -> tuple[dict[tuple, list[str]], list[Path]]:
     """(task, framework, profile) -> the verdicts of its gold cell, oldest record first (records are named by their
-    UTC stamp), "not run" left out; and the records read."""
-    runs, paths = {}, sorted((results / "ate" / "validation").glob("*.json"))
-    for path in paths:
+    UTC stamp), "not run" left out; and the records read. Besides `validate`'s records, the operate golds' gpu1 calls
+    (tasks/operate/gpu1_golds.sh: results/ate/gpu1/*-operate-gpu1*.json, cells named by the task's folder)."""
+    validation = sorted((results / "ate" / "validation").glob("*.json"))
+    operate_gpu1 = sorted((results / "ate" / "gpu1").glob("*-operate-gpu1*.json"))
+    runs = {}
+    for path in sorted(validation + operate_gpu1, key=lambda p: p.name):
         for c in json.loads(path.read_text()).get("cells", []):
-            if c["kind"] == "gold" and c["verdict"] != NOT_RUN:
-                runs.setdefault((c["task"], c["framework"], c["profile"]), []).append(c["verdict"])
-    return runs, paths
+            task = slug_to_task.get(c["task"], c["task"])
+            if c.get("kind", c.get("case")) == "gold" and c["verdict"] != NOT_RUN:
+                runs.setdefault((task, c["framework"], c["profile"]), []).append(c["verdict"])
+    return runs, validation + operate_gpu1
 
 
 def attempts(verdicts: list[str]) -> dict[str, object]:
@@ -100,7 +104,7 @@ def cost_table(b: Build) -> tuple[pd.DataFrame, list[Path], int]:
     tasks = load_tasks(b.tasks)
     tasks = tasks[tasks["category"].isin(CATEGORIES)].sort_values("task")
     profiles = list(dict.fromkeys(p for ps in tasks["profiles"] for p in ps))
-    runs, records = gold_runs(b.results)
+    runs, records = gold_runs(b.results, dict(zip(tasks["slug"], tasks["task"])))
     rows, inputs = [], list(records)
     for t in tasks.itertuples():
         inputs.append(b.tasks / t.category / t.slug / "task.toml")
@@ -121,14 +125,13 @@ def build(b: Build) -> None:
         "files and lines: " + "; ".join(f"{c} golds, {m}" for c, m in MEASURE.items()) + " (a feature gold's "
         "solve.sh and feature.json, which apply the patch and switch the feature on, are not counted; an operate "
         "gold's lines are all added, none removed)",
-        f"runs: validation runs in the {n_records} records kept in results/ate/validation/ (`nox -s validate`) in "
-        "which the gold cell has a verdict, oldest first; not agent attempts, and not every run made while the gold "
-        "was written (only the records kept here)",
+        f"runs: validation runs in the {n_records} records kept in results/ate/validation/ (`nox -s validate`) and "
+        "results/ate/gpu1/ (the operate golds' gpu1 calls, tasks/operate/gpu1_golds.sh) in which the gold cell has a "
+        "verdict, oldest first; not agent attempts, and not every run made while the gold was written (only the "
+        "records kept here)",
         "runs_before_pass: runs not PASS before the first PASS ('no PASS' if none passed); 'not run': no validation "
         "record ran the cell (the task's [unrunnable] says why where it cannot run); 'no gold': no gold/<framework>/ "
         "folder, nothing to measure",
-        "the operate golds' gpu1 runs by tasks/operate/gpu1_golds.sh are recorded in results/ate/gpu1/, another "
-        "format, and not counted here",
     ]
     stands = "What each gold costs to write: files and lines of the gold, validation runs to its first PASS"
     b.table("gold_cost", table, inputs, status, stands, notes)
