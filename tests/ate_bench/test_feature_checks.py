@@ -2,6 +2,7 @@
 passes its own op check; each near miss the tasks name (a rule of the paper broken) fails; the training and
 liveness checks tell a live switch from a dead one, with fake provided scripts."""
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -688,7 +689,7 @@ print(f"step 1/1 loss {float(loss):.4f}")
 
 
 @pytest.mark.parametrize("variant, expect", [("keep", []), ("drop", ["tokens' y got no gradient"])])
-def test_moepp_branch_run_reaches_tokens_the_profile_never_routes(tmp_path, variant, expect):
+def test_moepp_branch_run_reaches_tokens_the_profile_never_routes(tmp_path, monkeypatch, variant, expect):
     """Revision 7: a model that drops the tokens routed to zero-computation experts only passes a profile whose
     top-k cannot route any (top-6 with 4 of them, as gpu1); the branch run, top-1, reaches such tokens and fails it."""
     ws = tmp_path / "ws"
@@ -698,16 +699,13 @@ def test_moepp_branch_run_reaches_tokens_the_profile_never_routes(tmp_path, vari
         f'"$PYTHON" -m featws.model {variant} "$@" > "$log" 2>&1; rc=$?\n'
         'echo "exit-time: $(date +%s)" >> "$log"; exit $rc\n'
     )
-    spec, module = _spec("04-moe-plus-plus")
     feature = {"op": "featws.ops:moepp_expert_mix", "aux": "featws.ops:moepp_ffn_weights", "enable": [], "disable": []}
     check_py = str(FEATURE / "04-moe-plus-plus" / "check.py")
     branch = {"pithtrain": ["--set", "model.num_experts_per_tok=1"]}
-    spec = spec.__class__(**{**spec.__dict__, "branch_args": branch})
-    env = {**os.environ, "PYTHONPATH": f"{ws}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(os, "environ", env)
-        problems = feature_check.check_branch(ws, "pithtrain", feature, 60, spec, check_py, "smoke")
-        assert feature_check.check_branch(ws, "torchtitan", feature, 60, spec, check_py, "smoke") == [
-            "branch: no branch run is defined for torchtitan, so a rule its model may never reach is unchecked"
-        ]
+    spec = dataclasses.replace(_spec("04-moe-plus-plus")[0], branch_args=branch)
+    monkeypatch.setenv("PYTHONPATH", f"{ws}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    problems = feature_check.check_branch(ws, "pithtrain", feature, 60, spec, check_py, "smoke")
+    assert feature_check.check_branch(ws, "torchtitan", feature, 60, spec, check_py, "smoke") == [
+        "branch: no branch run is defined for torchtitan, so a rule its model may never reach is unchecked"
+    ]
     assert len(problems) == len(expect) and all(e in p for e, p in zip(expect, problems)), problems
