@@ -219,8 +219,16 @@ def _other_task(task: TaskSpec, framework: str, all_tasks: dict[str, TaskSpec]) 
 
 
 _NEAR_MISS_ONLY = re.compile(r"^# Near miss only on (?P<profiles>[\w, ]+): (?P<why>.+)$", re.MULTILINE)
-"""A wrong .sh whose mistake another profile's config makes right (a default block size that splits gpu1's
-sequence into the asked 8 blocks): its cell on the other profiles is "not run", with the reason."""
+
+
+def near_miss_elsewhere(script: Path, profile: str) -> str:
+    """Why a wrong .sh is not run on `profile` ("" if it is): its header says it is a near miss only on other
+    profiles, whose config its mistake is not right for (a default block size that splits gpu1's sequence into the
+    asked 8 blocks is a right configuration there)."""
+    only = _NEAR_MISS_ONLY.search(script.read_text())
+    if only and profile and profile not in re.split(r"[,\s]+", only["profiles"]):
+        return f"a near miss only on {only['profiles']}: {only['why']}"
+    return ""
 
 
 def cases_for(task: TaskSpec, framework: str, profile: str, all_tasks: dict[str, TaskSpec]) -> list[Case]:
@@ -229,10 +237,7 @@ def cases_for(task: TaskSpec, framework: str, profile: str, all_tasks: dict[str,
         if path.suffix == ".md":
             cases.append(Case(path.name, "wrong-md", "FAIL", message=path.read_text()))
         else:
-            only = _NEAR_MISS_ONLY.search(path.read_text())
-            elsewhere = only and profile and profile not in re.split(r"[,\s]+", only["profiles"])
-            why = f"a near miss only on {only['profiles']}: {only['why']}" if elsewhere else ""
-            cases.append(Case(path.name, "wrong-sh", "FAIL", script=path, skip=why))
+            cases.append(Case(path.name, "wrong-sh", "FAIL", script=path, skip=near_miss_elsewhere(path, profile)))
     if task.category == "qa":
         cases += [Case(name, "generated", "FAIL", derive=name) for name in ("shifted", "stripped")]
         cases += blind_cases(task, framework)

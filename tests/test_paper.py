@@ -466,3 +466,23 @@ def test_runs_with_the_skills_overlay_are_kept_apart(tmp_path):
     med = medians(runs).set_index("skills_overlay")
     assert med.loc["none", "turns"] == 10 and med.loc["none", "runs"] == 1
     assert med.loc["capture-profile", "turns"] == 40 and med.loc["capture-profile", "runs"] == 2
+
+
+def test_matrix_holds_a_near_miss_of_one_profile_as_not_run_on_the_others(tmp_path):
+    """MoBA's blind-enable-default-block.sh says it is a near miss only on smoke: an older gpu1 record's PASS of it
+    (the default block size is right there) shows as "not run" with that reason, as `validate` records it today;
+    its smoke cell keeps its verdict."""
+    from types import SimpleNamespace
+
+    from paper.rebuild.validation import load_cells
+
+    case = "blind-enable-default-block.sh"
+    assert "# Near miss only on smoke" in (REPO / "tasks/feature/01-moba/wrong/pithtrain" / case).read_text()
+    cell = {"task": "feature-01", "framework": "pithtrain", "case": case, "kind": "wrong-sh", "expected": "FAIL"}
+    cells = [cell | {"profile": p, "verdict": v, "reasons": []} for p, v in (("gpu1", "PASS"), ("smoke", "FAIL"))]
+    (tmp_path / "ate" / "validation").mkdir(parents=True)
+    (tmp_path / "ate" / "validation" / "20260101T000000Z.json").write_text(json.dumps({"commit": "", "cells": cells}))
+    got = load_cells(SimpleNamespace(results=tmp_path, tasks=REPO / "tasks", rel=lambda p: p.relative_to(REPO)))[0]
+    got = got.set_index("profile")
+    assert got.loc["gpu1", "verdict"] == "not run" and "a near miss only on smoke" in got.loc["gpu1", "reasons"]
+    assert got.loc["smoke", "verdict"] == "FAIL" and got.loc["smoke", "outcome"] == "as expected"

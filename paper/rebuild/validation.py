@@ -11,12 +11,14 @@ import json
 
 import pandas as pd
 
+from ate_bench.validate import near_miss_elsewhere
 from paper.rebuild.ate import load_costs
 from paper.rebuild.ate_records import load_tasks
 from paper.rebuild.common import (
     FRAMEWORKS,
     MEASURED,
     NOT_MEASURED,
+    REPO,
     Build,
     framework_colour,
     nothing_measured,
@@ -49,13 +51,18 @@ def freshness(commit: str, task: str, framework: str, paths: dict[str, str]) -> 
 
 
 def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
-    """Each cell from the newest record that holds it and ran it: a newer "not run" never hides a verdict."""
+    """Each cell from the newest record that holds it and ran it: a newer "not run" never hides a verdict. A wrong
+    .sh that is now a near miss only on other profiles is "not run" on this one, whatever an older record says (as
+    `validate` records it today)."""
     cells, paths, tasks = {}, [], task_paths(b)
     for path in sorted((b.results / "ate" / "validation").glob("*.json")):
         rec = json.loads(path.read_text())
         paths.append(path)
         for c in rec["cells"]:
             key = (c["task"], c["framework"], c["profile"], c["case"])
+            script = REPO / tasks.get(c["task"], "tasks") / "wrong" / c["framework"] / c["case"]
+            if c.get("kind") == "wrong-sh" and script.is_file() and (why := near_miss_elsewhere(script, c["profile"])):
+                c = c | {"verdict": NOT_RUN, "reasons": [why]}
             if c["verdict"] == NOT_RUN and key in cells and cells[key]["verdict"] != NOT_RUN:
                 continue
             cells[key] = c | {
