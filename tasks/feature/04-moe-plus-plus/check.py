@@ -303,7 +303,10 @@ def judge_aux_calls(calls, profile):
 # zero-computation experts only, so a model that drops such tokens' output trains there as the gold does. One more
 # step of the same model routing top-1 (a token picks a zero-computation expert alone about 1 time in 16) must keep
 # every token's y, on every profile.
-BRANCH_ARGS = {"pithtrain": ["--set", "model.num_experts_per_tok=1", "--set", "training.max_steps=1"]}
+BRANCH_ARGS = {
+    "pithtrain": ["--set", "model.num_experts_per_tok=1", "--set", "training.max_steps=1"],
+    "torchtitan": ["--model.flavor", "feature_top1", "--training.steps", "1"],  # the profile's flavor routing top-1
+}
 
 
 def judge_branch(calls, profile):

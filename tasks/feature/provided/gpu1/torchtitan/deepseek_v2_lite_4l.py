@@ -1,0 +1,1 @@
+../../../../operate/01-getting-started/prepare/gpu1/torchtitan/deepseek_v2_lite_4l.py
