@@ -3,7 +3,7 @@
 # no nox):
 #   bash tasks/feature/gpu1_golds.sh LANE LANE      # a lane: "TASK... [--cases GLOB...]", e.g.
 #   bash tasks/feature/gpu1_golds.sh "feature-01" "feature-02 --cases gold noop other-task blind-*"
-# Runs `python3 -m ate_bench validate --frameworks pithtrain --profiles gpu1` once per lane, side by side (two 40 GB
+# Runs `python3 -m ate_bench validate --frameworks $FRAMEWORK --profiles gpu1` once per lane, side by side (two 40 GB
 # runs share the GPU; default lanes "feature-01 feature-03" and "feature-02 feature-04"), all inside BUDGET_S
 # (default 540 s, under a 10-minute call). Each gold's checker trains six times, a near miss that passes the op
 # check once more, and one that the seam does not catch six times; at about 15-20 s a run, the three blind
@@ -12,6 +12,9 @@
 # command; "complete": false when a lane ran past BUDGET_S, with the cells it had decided) and feature-gpu1.log
 # (every console), and prints a table last; exit 1 on an unexpected cell or a lane that did not finish.
 # The liveness measurement on this GPU is another call: tasks/feature/gpu1_liveness.sh.
+# FRAMEWORK=torchtitan (default pithtrain): TorchTitan 0.2.2, its workspace the sdist and its requirements wheels, both
+# carried in .whl/ (tasks/operate/gpu1_golds.sh lists them): the sdist seeds the harness's cache, and the wheels go
+# into a venv that sees the host's packages, whose Python runs validate, the checkers and the provided scripts.
 # The harness makes pithtrain's workspaces with `git archive HEAD`: a tree that travelled without .git is committed
 # in a copy first (PITH_GIT_COMMIT, if set, names the commit it came from; the record keeps it as travelled_commit).
 # DRY=1 (any machine, no GPU needed): apply each gold to a copy of the tree, load feature-gpu1.toml with the gold's
@@ -22,12 +25,26 @@ OUT=${OUT:-/tmp/feature-gpu1-out}
 BUDGET_S=${BUDGET_S:-540}
 DRY=${DRY:-0}
 PY=${PY:-python3}
+FRAMEWORK=${FRAMEWORK:-pithtrain}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/feature-gpu1"
 scratch=$(mktemp -d /tmp/feature-gpu1.XXXXXX)
 source "$(dirname "$0")/travelled_checkout.sh"
 
-if [ "$DRY" = 1 ]; then
+if [ "$FRAMEWORK" = torchtitan ]; then
+  cache="$HOME/.cache/pithtrain-ate/pypi"
+  mkdir -p "$cache" && { [ -f "$cache/torchtitan-0.2.2.tar.gz" ] || cp .whl/torchtitan-0.2.2.tar.gz "$cache/"; } || exit 1
+  "$PY" -m venv --without-pip "$scratch/venv" || exit 1
+  site=$("$scratch/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/host-packages.pth"
+  wheels=$(ls .whl/*.whl | grep -v '/torchtitan-')  # torchtitan itself is the workspace's
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $wheels || exit 1
+  PY="$scratch/venv/bin/python"
+fi
+
+if [ "$DRY" = 1 ] && [ "$FRAMEWORK" != pithtrain ]; then
+  echo "DRY=1 builds pithtrain's golds only"; exit 2
+elif [ "$DRY" = 1 ]; then
   status=0
   for task in tasks/feature/0*/; do
     ws="$scratch/dry-$(basename "$task")"
@@ -68,7 +85,7 @@ tags=()
 for i in "${!lanes[@]}"; do
   tag="lane$i"
   tags+=("$tag")
-  timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks ${lanes[$i]} --frameworks pithtrain --profiles gpu1 \
+  timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks ${lanes[$i]} --frameworks "$FRAMEWORK" --profiles gpu1 \
     --out "$scratch/$tag" --work-root "$scratch/work-$tag" > "$scratch/$tag.log" 2>&1 &
 done
 wait
