@@ -29,8 +29,9 @@ TORCH_CPU = "torch==2.13.0"
 @nox.session
 def tests(session):
     session.install(TORCH_CPU)
-    session.install("-e", ".[test]")
     args = session.posargs or ["-m", "not slow"]
+    # make test-all (posargs): TorchTitan's requirements too, for its feature golds' smoke cells (marked slow)
+    session.install("-e", ".[test,torchtitan]" if session.posargs else ".[test]")
     session.run("pytest", "-q", *args, env={"OMP_NUM_THREADS": "1"})
 
 

@@ -23,6 +23,7 @@ after every case); edit tasks get a fresh workspace per case. One record per cal
 
 import argparse
 import fnmatch
+import importlib.util
 import json
 import os
 import re
@@ -329,6 +330,18 @@ def _run_script(script: Path, profile: str, ws: Path, log_dir: Path, time_limit_
     return "\n".join(lines) + ("\n" if lines else ""), (124 if done.timed_out else done.returncode), tail
 
 
+# The feature tasks' provided scripts run TorchTitan with the harness's Python (the workspace holds its source only).
+TRAINER_REQUIREMENTS = {"torchtitan": ("tyro", "torchdata", "datasets")}
+
+
+def requirements_missing(framework: str) -> str:
+    """Why this Python cannot run `framework`'s trainer ("" if it can)."""
+    missing = [m for m in TRAINER_REQUIREMENTS.get(framework, ()) if importlib.util.find_spec(m) is None]
+    if not missing:
+        return ""
+    return f"{framework}'s requirements are not installed in this Python ({', '.join(missing)}): pip install -e '.[{framework}]'"
+
+
 def validate_row(
     task: TaskSpec,
     framework: str,
@@ -346,8 +359,9 @@ def validate_row(
         c for c in cases_for(task, framework, profile, all_tasks) if any(fnmatch.fnmatch(c.name, g) for g in case_globs)
     ]
     need = task.gpus_for(profile)
-    if need > gpus_here:
-        why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}"
+    why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}" if need > gpus_here else ""
+    why = why or (requirements_missing(framework) if task.category == "feature" else "")
+    if why:
         cells = [Cell(task.id, framework, profile, c.name, c.kind, c.expected, NOT_RUN, [why], 0.0) for c in cases]
         for c in cells:
             show(c)

@@ -26,6 +26,7 @@ BUDGET_S=${BUDGET_S:-540}
 DRY=${DRY:-0}
 PY=${PY:-python3}
 FRAMEWORK=${FRAMEWORK:-pithtrain}
+source_args=()
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/feature-gpu1"
 scratch=$(mktemp -d /tmp/feature-gpu1.XXXXXX)
@@ -40,6 +41,7 @@ if [ "$FRAMEWORK" = torchtitan ]; then
   wheels=$(ls .whl/*.whl | grep -v '/torchtitan-')  # torchtitan itself is the workspace's
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $wheels || exit 1
   PY="$scratch/venv/bin/python"
+  source_args=(--source pypi)  # the carried sdist; no network to try git on
 fi
 
 if [ "$DRY" = 1 ] && [ "$FRAMEWORK" != pithtrain ]; then
@@ -85,7 +87,7 @@ tags=()
 for i in "${!lanes[@]}"; do
   tag="lane$i"
   tags+=("$tag")
-  timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks ${lanes[$i]} --frameworks "$FRAMEWORK" --profiles gpu1 \
+  timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks ${lanes[$i]} --frameworks "$FRAMEWORK" --profiles gpu1 "${source_args[@]}" \
     --out "$scratch/$tag" --work-root "$scratch/work-$tag" > "$scratch/$tag.log" 2>&1 &
 done
 wait

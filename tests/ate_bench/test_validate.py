@@ -263,3 +263,18 @@ def test_cases_narrows_each_row_to_the_named_cases(tmp_path):
     (path,) = out.glob("*.json")
     cases = [c["case"] for c in json.loads(path.read_text())["cells"]]
     assert cases == ["gold", "wrong-lines.md", "wrong-mechanism.md"], cases
+
+
+def test_feature_cells_of_a_framework_whose_requirements_are_missing_are_not_run(monkeypatch, tmp_path):
+    """TorchTitan's feature scripts train with the harness's Python: without its requirements the cells are "not run"
+    with the install command, never a FAIL of the gold."""
+    monkeypatch.setattr(validate, "TRAINER_REQUIREMENTS", {"torchtitan": ("json", "no_such_module_here")})
+    assert validate.requirements_missing("torchtitan") == (
+        "torchtitan's requirements are not installed in this Python (no_such_module_here): "
+        "pip install -e '.[torchtitan]'"
+    )
+    assert validate.requirements_missing("pithtrain") == ""
+    task = TaskSpec("feature-01", "feature", "t", 1.0, ("torchtitan",), "edit", dir=tmp_path, profiles=("smoke",))
+    cells = validate.validate_row(task, "torchtitan", "smoke", {"feature-01": task}, None, 0)
+    assert cells and {c.verdict for c in cells} == {"not run"}
+    assert all("no_such_module_here" in c.reasons[0] for c in cells)
