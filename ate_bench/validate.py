@@ -339,7 +339,8 @@ def requirements_missing(framework: str) -> str:
     missing = [m for m in TRAINER_REQUIREMENTS.get(framework, ()) if importlib.util.find_spec(m) is None]
     if not missing:
         return ""
-    return f"{framework}'s requirements are not installed in this Python ({', '.join(missing)}): pip install -e '.[{framework}]'"
+    install = f"pip install -e '.[{framework}]'"
+    return f"{framework}'s requirements are not installed in this Python ({', '.join(missing)}): {install}"
 
 
 def validate_row(
