@@ -3,6 +3,7 @@ provenance, and reasons in the cells that were not measured; the metrics reach t
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -486,3 +487,18 @@ def test_matrix_holds_a_near_miss_of_one_profile_as_not_run_on_the_others(tmp_pa
     got = got.set_index("profile")
     assert got.loc["gpu1", "verdict"] == "not run" and "a near miss only on smoke" in got.loc["gpu1", "reasons"]
     assert got.loc["smoke", "verdict"] == "FAIL" and got.loc["smoke", "outcome"] == "as expected"
+
+
+def test_a_gpu_records_cells_are_as_fresh_as_the_commit_its_tree_travelled_from():
+    """A GPU call commits its travelled tree anew (a commit in no history here): its cells' freshness is the
+    travelled commit's, not 'stale: not in this history'."""
+    from paper.rebuild.validation import freshness, source_commit
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    if not head:
+        pytest.skip("not a git checkout")
+    record = {"commit": "e2ad8a7f9c98b00f237706a9348f45ec20674e9e", "travelled_commit": head}
+    assert source_commit(record) == head and source_commit({"commit": head}) == head
+    paths = {"feature-01": "tasks/feature/01-moba"}
+    assert freshness(source_commit(record), "feature-01", "torchtitan", paths) == ""
+    assert freshness(record["commit"], "feature-01", "torchtitan", paths).startswith("stale: made at e2ad8a7")

@@ -50,6 +50,12 @@ def freshness(commit: str, task: str, framework: str, paths: dict[str, str]) -> 
     return stale_since(commit or "", watched)
 
 
+def source_commit(rec: dict) -> str:
+    """The commit a record's tree came from: a GPU call's tree travels without .git and is committed there anew, so
+    its `commit` is in no history here; `travelled_commit` names the commit it was copied from (gpu1_golds.sh)."""
+    return rec.get("travelled_commit") or rec.get("commit") or ""
+
+
 def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
     """Each cell from the newest record that holds it and ran it: a newer "not run" never hides a verdict. A wrong
     .sh that is now a near miss only on other profiles is "not run" on this one, whatever an older record says (as
@@ -69,7 +75,7 @@ def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
                 "outcome": outcome(c["expected"], c["verdict"]),
                 "reasons": "; ".join(one_line(r) for r in c["reasons"]),
                 "record": path.name,
-                "fresh": freshness(rec.get("commit"), c["task"], c["framework"], tasks) or "yes",
+                "fresh": freshness(source_commit(rec), c["task"], c["framework"], tasks) or "yes",
             }
     return pd.DataFrame(cells.values(), columns=CELL_COLS), paths
 
