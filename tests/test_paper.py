@@ -502,3 +502,22 @@ def test_a_gpu_records_cells_are_as_fresh_as_the_commit_its_tree_travelled_from(
     paths = {"feature-01": "tasks/feature/01-moba"}
     assert freshness(source_commit(record), "feature-01", "torchtitan", paths) == ""
     assert freshness(record["commit"], "feature-01", "torchtitan", paths).startswith("stale: made at e2ad8a7")
+
+
+def test_a_cell_is_not_made_stale_by_another_frameworks_gold(monkeypatch):
+    """A TorchTitan gold added to a task leaves its pithtrain cells fresh: freshness watches the task's folder but for
+    the folders named after the other frameworks (gold/, wrong/, prepare/<profile>/)."""
+    from paper.rebuild import validation
+
+    seen = []
+    monkeypatch.setattr(validation, "stale_since", lambda commit, paths: seen.append(paths) or "")
+    validation.freshness("abc", "feature-01", "pithtrain", {"feature-01": "tasks/feature/01-moba"})
+    assert seen[0][:2] == ("tasks/feature/01-moba", "pithtrain")
+    assert set(seen[0][2:]) == {
+        ":(exclude,glob)tasks/feature/01-moba/**/torchtitan/**",
+        ":(exclude,glob)tasks/feature/01-moba/**/megatron-lm/**",
+    }
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    if head:  # git itself takes the pathspecs
+        monkeypatch.undo()
+        assert validation.freshness(head, "feature-01", "torchtitan", {"feature-01": "tasks/feature/01-moba"}) == ""

@@ -65,7 +65,8 @@ def stale_since(commit: str, paths: tuple[str, ...]) -> str:
     diff = subprocess.run(
         ["git", "diff", "--name-only", commit, "HEAD", "--", *paths], cwd=REPO, capture_output=True, text=True
     ).stdout.split()
-    return f"stale: {len(diff)} file(s) of {', '.join(paths)} changed since {commit[:7]}" if diff else ""
+    named = ", ".join(p for p in paths if not p.startswith(":"))  # not the exclude pathspecs
+    return f"stale: {len(diff)} file(s) of {named} changed since {commit[:7]}" if diff else ""
 
 
 def one_line(text: str, limit: int = 0) -> str:

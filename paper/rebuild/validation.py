@@ -11,6 +11,7 @@ import json
 
 import pandas as pd
 
+from ate_bench.frameworks import FRAMEWORKS
 from ate_bench.validate import near_miss_elsewhere
 from paper.rebuild.ate import load_costs
 from paper.rebuild.ate_records import load_tasks
@@ -44,10 +45,13 @@ def task_paths(b: Build) -> dict[str, str]:
 
 
 def freshness(commit: str, task: str, framework: str, paths: dict[str, str]) -> str:
-    """ "" or why a cell (or a cost row) made at `commit` is stale: its task changed since, or pithtrain's code for a
-    pithtrain workspace (the other frameworks are pinned in the task)."""
-    watched = (paths.get(task, "tasks"), "pithtrain") if framework == "pithtrain" else (paths.get(task, "tasks"),)
-    return stale_since(commit or "", watched)
+    """ "" or why a cell (or a cost row) made at `commit` is stale: its task changed since (but for another
+    framework's gold, near misses and provided files: a folder named after it), or pithtrain's code for a pithtrain
+    workspace (the other frameworks are pinned in the task)."""
+    folder = paths.get(task, "tasks")
+    others = tuple(f":(exclude,glob){folder}/**/{other}/**" for other in FRAMEWORKS if other != framework)
+    watched = (folder, "pithtrain") if framework == "pithtrain" else (folder,)
+    return stale_since(commit or "", watched + others)
 
 
 def source_commit(rec: dict) -> str:
