@@ -11,7 +11,6 @@ import json
 
 import pandas as pd
 
-from ate_bench.frameworks import FRAMEWORKS
 from ate_bench.validate import near_miss_elsewhere
 from paper.rebuild.ate import load_costs
 from paper.rebuild.ate_records import load_tasks
