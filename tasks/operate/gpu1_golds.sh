@@ -17,7 +17,7 @@
 #       3bec9aa megatron pretrain_gpt.py gpt_builders.py model_provider.py tools
 #     (1.4 MiB); nothing is installed: pretrain_gpt.py imports megatron from the workspace root, and the GPU image must
 #     have what it imports (transformers, numpy, pyyaml, regex, six; pybind11, g++ and python3-config for its dataset
-#     helpers). Train & Evaluate and Routing Trace FAIL their checkers' megatron-lm conditions, which are not written.)
+#     helpers; the device's KINDS.md lists them in the image). Train & Evaluate and Routing Trace FAIL their checkers' megatron-lm conditions, which are not written.)
 # The 4-layer model's checkpoint with optimizer state is 27 GB: Getting Started and Train & Evaluate each write one,
 # so the disk's speed sets most of the time; the tasks run cheapest first, Train & Evaluate last.
 # Each task gets a fresh workspace as the harness makes one (pithtrain: this tree without ate_bench/, tasks/, tests/,

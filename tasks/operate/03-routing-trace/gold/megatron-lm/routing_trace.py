@@ -60,5 +60,6 @@ def recorded_router_forward(self, input, *args, **kwargs):
 
 
 TopKRouter.forward = recorded_router_forward
-sys.argv = ["pretrain_gpt.py", *sys.argv[1:]]
-runpy.run_path("pretrain_gpt.py", run_name="__main__")
+if __name__ == "__main__":  # not again in a process spawned from this one (it imports this file as __mp_main__)
+    sys.argv = ["pretrain_gpt.py", *sys.argv[1:]]
+    runpy.run_path("pretrain_gpt.py", run_name="__main__")
