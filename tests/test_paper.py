@@ -446,7 +446,7 @@ def test_gold_cost_measures_the_real_golds_and_counts_runs_to_the_first_pass(tmp
     files = [p for p in gold.rglob("*") if p.is_file()]
     assert int(train["gold_files"]) == len(files) and int(train["gold_lines_removed"]) == 0
     assert (train["smoke_runs_before_pass"], train["smoke_runs"]) == ("2", "4")  # ERROR, FAIL, then PASS
-    assert (cost.loc[("operate-02", "megatron-lm")] == "no gold").sum() >= 9  # no gold folder: nothing invented
+    assert (cost.loc[("feature-01", "megatron-lm")] == "no gold").sum() >= 9  # no gold folder: nothing invented
     status = (out / "gold_cost.md").read_text().splitlines()[2]
     assert status == "Status: measured here."
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The operate tasks' gold solutions on one framework (FRAMEWORK: pithtrain, the default, or torchtitan), gpu1 profile
-# (one H200), each proven by its checker: the one GPU call that validates them. From the repository root on the GPU
-# machine:
+# The operate tasks' gold solutions on one framework (FRAMEWORK: pithtrain, the default, torchtitan or megatron-lm),
+# gpu1 profile (one H200), each proven by its checker: the one GPU call that validates them. From the repository root on
+# the GPU machine:
 #   bash tasks/operate/gpu1_golds.sh            (about 5 minutes; writes $OUT/gpu1_golds.json and $OUT/gpu1_golds.log)
 #   TASKS=02-train-evaluate BUDGET_S=500 bash tasks/operate/gpu1_golds.sh     (one task, a longer budget)
 #   FRAMEWORK=torchtitan bash tasks/operate/gpu1_golds.sh    (TorchTitan 0.2.2: its workspace is the sdist, carried
@@ -11,11 +11,18 @@
 # caches it there), then the device README's `pip download --no-deps --only-binary=:all: --python-version 3.12 ...
 # -d .whl` of torchtitan==0.2.2 torchdata==0.11.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 tyro==1.0.17
 # docstring_parser==0.18.0 typeguard==4.6.1 shtab==1.13.0; the GPU image has the rest (pyarrow, transformers, ...).
+#   FRAMEWORK=megatron-lm bash tasks/operate/gpu1_golds.sh   (Megatron-LM at the pin 3bec9aa: its workspace is the part
+#     of the git tree the golds use, carried as .whl/megatron-lm-3bec9aa.tar.gz, made where the pin's mirror is:
+#     git -C ~/.cache/pithtrain-ate/git/megatron-lm.git archive --format=tar.gz -o .whl/megatron-lm-3bec9aa.tar.gz \
+#       3bec9aa megatron pretrain_gpt.py gpt_builders.py model_provider.py tools
+#     (1.4 MiB); nothing is installed: pretrain_gpt.py imports megatron from the workspace root, and the GPU image must
+#     have what it imports (transformers, numpy, pyyaml, regex, six; pybind11, g++ and python3-config for its dataset
+#     helpers; the device's KINDS.md lists them in the image). Train & Evaluate and Routing Trace FAIL their checkers' megatron-lm conditions, which are not written.)
 # The 4-layer model's checkpoint with optimizer state is 27 GB: Getting Started and Train & Evaluate each write one,
 # so the disk's speed sets most of the time; the tasks run cheapest first, Train & Evaluate last.
 # Each task gets a fresh workspace as the harness makes one (pithtrain: this tree without ate_bench/, tasks/, tests/,
-# results/; torchtitan: the unpacked sdist), the task's prepare/gpu1/$FRAMEWORK/ files, then its gold
-# (ATE_PROFILE=gpu1) and check.py; the
+# results/; torchtitan: the unpacked sdist; megatron-lm: the unpacked archive), the task's prepare/gpu1/$FRAMEWORK/
+# files, then its gold (ATE_PROFILE=gpu1) and check.py; the
 # untouched workspace (noop) must FAIL. The wrong cases are left to `python -m ate_bench validate`: two of them
 # re-run a gold, which the call's time does not allow. A gold is stopped when the call's budget runs out.
 set -uo pipefail
@@ -24,6 +31,9 @@ OUT=${OUT:-$REPO/results/ate/validation}
 BUDGET_S=${BUDGET_S:-330}
 FRAMEWORK=${FRAMEWORK:-pithtrain}
 SDIST=${SDIST:-$REPO/.whl/torchtitan-0.2.2.tar.gz}
+MEGATRON_COMMIT=3bec9aa
+MEGATRON_PATHS="megatron pretrain_gpt.py gpt_builders.py model_provider.py tools"
+MEGATRON_ARCHIVE=${MEGATRON_ARCHIVE:-$REPO/.whl/megatron-lm-$MEGATRON_COMMIT.tar.gz}
 mkdir -p "$OUT"
 LOG="$OUT/gpu1_golds.log"
 ROWS=$(mktemp)
@@ -41,6 +51,8 @@ workspace() {  # $1: task dir -> a fresh workspace path on stdout
   ws=$(mktemp -d "$WORK/ws.XXXX")
   if [ "$FRAMEWORK" = torchtitan ]; then
     tar -xzf "$SDIST" -C "$ws" --strip-components 1
+  elif [ "$FRAMEWORK" = megatron-lm ]; then
+    tar -xzf "$MEGATRON_ARCHIVE" -C "$ws"
   else
     tar -C "$REPO" --exclude=./.git --exclude=./ate_bench --exclude=./tasks --exclude=./tests --exclude=./results \
       --exclude=./.nox --exclude=./.venv --exclude=./.whl -cf - . | tar -xf - -C "$ws"
@@ -67,6 +79,8 @@ PY
 
 TASKS=${TASKS:-"04-heavy-kernels 03-routing-trace 01-getting-started 02-train-evaluate"}  # cheapest first
 [ "$FRAMEWORK" = torchtitan ] && [ ! -f "$SDIST" ] && { echo "no TorchTitan sdist at $SDIST (carry it in .whl/)" >>"$LOG"; exit 2; }
+[ "$FRAMEWORK" = megatron-lm ] && [ ! -f "$MEGATRON_ARCHIVE" ] \
+  && { echo "no Megatron-LM archive at $MEGATRON_ARCHIVE (carry it in .whl/; see the header)" >>"$LOG"; exit 2; }
 for slug in $TASKS; do
   task="$REPO/tasks/operate/$slug"
   ws=$(workspace "$task")
@@ -83,15 +97,23 @@ for slug in $TASKS; do
   rm -rf "$ws"
 done
 
-SOURCE=$([ "$FRAMEWORK" = torchtitan ] && basename "$SDIST" || echo "this tree")
+case "$FRAMEWORK" in
+  torchtitan) SOURCE=$(basename "$SDIST") ;;
+  megatron-lm)  # the record names the archive, the commit it was made from and the paths it holds
+    SOURCE=$(python3 -c 'import json, sys; a, c, p = sys.argv[1:]; print(json.dumps(
+      {"archive": a, "repository": "NVIDIA/Megatron-LM", "commit": c, "paths": p.split()}))' \
+      "$(basename "$MEGATRON_ARCHIVE")" "$MEGATRON_COMMIT" "$MEGATRON_PATHS") ;;
+  *) SOURCE="this tree" ;;
+esac
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 python3 - "$ROWS" "$OUT/gpu1_golds.json" "${PITH_GIT_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}" \
   "$FRAMEWORK" "$SOURCE" "${GPU:-unknown}" <<'PY'
 import json, platform, sys, time
 import torch
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+source = json.loads(sys.argv[5]) if sys.argv[5].startswith("{") else sys.argv[5]  # megatron-lm: archive, commit, paths
 record = {"schema": "operate-gpu1-golds-1", "commit": sys.argv[3], "host": platform.node(),
-          "framework": sys.argv[4], "framework_source": sys.argv[5], "gpu": sys.argv[6], "torch": torch.__version__,
+          "framework": sys.argv[4], "framework_source": source, "gpu": sys.argv[6], "torch": torch.__version__,
           "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": rows,
           "all_as_expected": all(r["verdict"] == r["expected"] for r in rows)}
 open(sys.argv[2], "w").write(json.dumps(record, indent=1) + "\n")

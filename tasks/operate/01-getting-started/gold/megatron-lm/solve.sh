@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# Gold for Getting Started on megatron-lm: a fresh .venv holding megatron-lm and its requirements, then the provided train.sh,
-# unmodified, under that venv's Python. Not run here (megatron-core's MoE step needs CUDA; see task.toml).
+# Gold for Getting Started on megatron-lm: a .venv that runs Megatron-LM (the workspace's git tree at the pin: the
+# provided train.sh launches its pretrain_gpt.py, which imports the tree's megatron package from the workspace root) and
+# its requirements, then the provided train.sh, unmodified, under that venv's Python. Only gpu1 has a written run
+# (task.toml says why not smoke).
 set -euo pipefail
-python3 -m venv .venv
 case "$ATE_PROFILE" in
-  smoke) .venv/bin/pip install -q --no-compile torch==2.13.0 ;;
-  gpu1 | paper) .venv/bin/pip install -q torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128 ;;
+  smoke)  # torch's CPU build from this machine's package index, then megatron-core and its requirements
+    python3 -m venv .venv
+    .venv/bin/pip install -q --no-compile torch==2.13.0
+    .venv/bin/pip install -q -e . ;;
+  gpu1)  # the GPU machine reaches no package index: the venv sees the host's CUDA torch and the packages Megatron-LM
+    # imports there (transformers, numpy, pyyaml, regex, six, pybind11 for its dataset helpers) through a .pth file,
+    # with anything carried on PYTHONPATH; megatron itself is the workspace's tree, not an installed copy
+    python3 -m venv --without-pip .venv
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    { python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; tr ':' '\n' <<<"${PYTHONPATH:-}"; } \
+      | grep -v '^$' >"$site/host-packages.pth" ;;
+  paper)  # the paper's machines: CUDA 12.8 wheels from PyTorch's index
+    python3 -m venv .venv
+    .venv/bin/pip install -q torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128
+    .venv/bin/pip install -q -e . ;;
   *) echo "unknown ATE_PROFILE '$ATE_PROFILE'" >&2; exit 2 ;;
 esac
-.venv/bin/pip install -q -e .
 source .venv/bin/activate
 bash train.sh

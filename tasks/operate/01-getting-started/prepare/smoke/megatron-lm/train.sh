@@ -11,6 +11,6 @@ trap finish EXIT INT TERM
 source model_args.sh
 {
   python -c 'import sys, torch; print("python-prefix:", sys.prefix); print("torch-file:", torch.__file__)'
-  torchrun --standalone --nproc-per-node "$NPROC" pretrain_gpt.py "${MODEL_ARGS[@]}" --mock-data --train-iters 5 \
-    --log-interval 1 --save "runs/getting-started-$(date +%Y%m%d-%H%M%S)"
+  python -m torch.distributed.run --standalone --nproc-per-node "$NPROC" pretrain_gpt.py "${MODEL_ARGS[@]}" \
+    --mock-data --train-iters 5 --log-interval 1 --save "runs/getting-started-$(date +%Y%m%d-%H%M%S)"
 } 2>&1 | tee -a "$LOG"

@@ -1,0 +1,1 @@
+../../../02-train-evaluate/gold/megatron-lm/mlm_hf.py

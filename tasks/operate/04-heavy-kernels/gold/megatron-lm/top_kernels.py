@@ -1,0 +1,1 @@
+../torchtitan/top_kernels.py
