@@ -92,7 +92,8 @@ for slug in $TASKS; do
   echo "=== $(basename "$task") gold (budget left ${left}s)" >>"$LOG"
   (cd "$ws" && ATE_PROFILE=gpu1 GOLD_DIR="$task/gold/$FRAMEWORK" timeout -k 10 "$((left > 20 ? left : 20))" \
     bash "$task/gold/$FRAMEWORK/solve.sh") >>"$LOG" 2>&1
-  echo "=== $(basename "$task") gold exit $? after $(($(date +%s) - t0))s" >>"$LOG"
+  rc=$?  # before the echo's own command substitutions reset $?
+  echo "=== $slug gold exit $rc after $(($(date +%s) - t0))s" >>"$LOG"
   check "$task" "$ws" gold PASS "$(($(date +%s) - t0))"
   rm -rf "$ws"
 done
