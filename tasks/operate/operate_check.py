@@ -64,6 +64,23 @@ def torchtitan_flavor(task_dir: Path, profile: str):
     return args, training
 
 
+def torchtitan_cpu_histc() -> None:
+    """On a CPU build of torch: TorchTitan's MoE router counts tokens per expert with torch.histc over int64 expert
+    ids, which has no CPU kernel; count in float (exact for these counts) and cast back, as the smoke profile's
+    cpu_standin/ does for the run. Nothing changes where CUDA is available."""
+    import torch
+
+    if torch.cuda.is_available() or getattr(torch.histc, "counts_in_float", False):
+        return
+    histc = torch.histc
+
+    def float_histc(x, *a, **k):
+        return histc(x.float(), *a, **k).to(x.dtype)
+
+    float_histc.counts_in_float = True
+    torch.histc = float_histc
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -116,6 +116,7 @@ def torchtitan_logits_failure(ws: Path, profile: str) -> str | None:
     import torch.distributed.checkpoint as dcp
     from torchtitan.models.deepseek_v3 import DeepSeekV3Model
 
+    oc.torchtitan_cpu_histc()
     args, _ = oc.torchtitan_flavor(Path(__file__).resolve().parent, profile)
     args.moe_args = dataclasses.replace(args.moe_args, use_grouped_mm=False)
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -116,6 +116,7 @@ def torchtitan_first_layer_routing(task_dir: Path, profile: str, checkpoint: Pat
     from torchtitan.models.deepseek_v3 import DeepSeekV3Model
     from torchtitan.models.deepseek_v3.model.state_dict_adapter import DeepSeekV3StateDictAdapter
 
+    oc.torchtitan_cpu_histc()
     args, job = oc.torchtitan_flavor(task_dir, profile)
     provided = task_dir / "prepare" / profile / "torchtitan"
     device = "cuda" if torch.cuda.is_available() else "cpu"

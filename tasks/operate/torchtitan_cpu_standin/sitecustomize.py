@@ -1,14 +1,13 @@
-"""A development aid, never a benchmark path: lets TorchTitan 0.2.2 train on a CPU build of torch, so that its golds
-and checker paths can be written and tried here at a tiny shape before the one GPU call proves them at gpu1.
+"""Lets TorchTitan 0.2.2 train on a CPU build of torch: the smoke profile's TorchTitan runs (the operate and feature
+tasks provide it as cpu_standin/, a link here; their scripts and golds put it on PYTHONPATH); never used on a GPU.
 
-    PYTHONPATH=tasks/operate/torchtitan_cpu_standin:$PYTHONPATH TORCHTITAN_CPU_STANDIN=1 bash train.sh
+    PYTHONPATH=$PYTHONPATH:$PWD/cpu_standin TORCHTITAN_CPU_STANDIN=1 OMP_NUM_THREADS=1 bash train.sh
 
-Python imports `sitecustomize` at start-up from PYTHONPATH, in every process (torchrun's workers too); without
-TORCHTITAN_CPU_STANDIN=1 it does nothing. What it patches is exactly what stops TorchTitan on the CPU (the smoke
-cells' [unrunnable] reasons): the device TorchTitan picks at import ('cuda' when no accelerator is found), the
-torch.cpu functions it calls as if they were torch.cuda's, and torch.histc, which has no CPU kernel for the int64
-expert ids its MoE router counts. A flavor of the shape under test must be swapped in by hand (the provided
-flavor modules are the real sizes).
+Python imports `sitecustomize` at start-up from PYTHONPATH, in every process (torchrun's workers and a venv's Python
+too); without TORCHTITAN_CPU_STANDIN=1 it does nothing. What it patches is exactly what stops TorchTitan on the CPU:
+the device TorchTitan picks at import ('cuda' when no accelerator is found), the torch.cpu functions it calls as if
+they were torch.cuda's, torch.histc, which has no CPU kernel for the int64 expert ids its MoE router counts, and the
+profiler's activity list (None for the missing accelerator). The model and its arithmetic are TorchTitan's.
 """
 
 import os

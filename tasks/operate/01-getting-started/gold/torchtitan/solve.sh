@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Gold for Getting Started on torchtitan: a .venv that runs torchtitan (the workspace's source) and its requirements,
-# then the provided train.sh, unmodified, under that venv's Python. Only gpu1 is run (task.toml says why not smoke).
+# then the provided train.sh, unmodified, under that venv's Python (on smoke it puts the provided CPU stand-in on
+# PYTHONPATH, which the venv's Python reads too).
 set -euo pipefail
 case "$ATE_PROFILE" in
   smoke)  # torch's CPU build from this machine's package index, then torchtitan and its requirements

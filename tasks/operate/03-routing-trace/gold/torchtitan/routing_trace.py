@@ -5,19 +5,23 @@ TorchTitan imports this module in Trainer.__init__, before it builds the model. 
 MoE layers in model order, once per step (one micro-batch: no gradient accumulation, no activation recompute in
 the provided config); when all of them have routed, the step's routing goes to
 artifacts/routing-traces/step-XXXXXXXX.npz: expert_ids int32 and gate_weights float32 (renormalised over the
-token's top_k) of shape (MoE layers, batch, sequence, top_k).
+token's top_k) of shape (MoE layers, batch, sequence, top_k). The provided flavor module is named by
+ROUTING_TRACE_FLAVOR (solve.sh sets it per profile; deepseek_v2_lite_4l, gpu1's, when unset).
 """
 
+import importlib
+import os
 from pathlib import Path
 
-import deepseek_v2_lite_4l  # noqa: F401  (registers the provided flavor, as the config's own custom import did)
 import numpy as np
 import torch
 from torchtitan.models.deepseek_v3 import deepseekv3_args
 from torchtitan.models.moe.moe import MoE, TokenChoiceTopKRouter
 
 OUT = Path("artifacts/routing-traces")
-FLAVOR = deepseekv3_args["deepseek_v2_lite_4l"]
+FLAVOR_NAME = os.environ.get("ROUTING_TRACE_FLAVOR", "deepseek_v2_lite_4l")
+importlib.import_module(FLAVOR_NAME)  # registers the provided flavor, as the config's own custom import did
+FLAVOR = deepseekv3_args[FLAVOR_NAME]
 N_MOE = FLAVOR.n_layers - FLAVOR.n_dense_layers
 routed: list[tuple[torch.Tensor, torch.Tensor]] = []  # this step's (ids (B, S, K), weights (B, S, K)), layer order
 steps_written = [0]
