@@ -330,7 +330,8 @@ def _run_script(script: Path, profile: str, ws: Path, log_dir: Path, time_limit_
     return "\n".join(lines) + ("\n" if lines else ""), (124 if done.timed_out else done.returncode), tail
 
 
-# The feature tasks' provided scripts run TorchTitan with the harness's Python (the workspace holds its source only).
+# The feature and operate tasks' provided scripts and golds run TorchTitan with the harness's Python (the workspace
+# holds its source only; operate-01's gold builds a venv of its own, but its checker and the other golds do not).
 TRAINER_REQUIREMENTS = {"torchtitan": ("tyro", "torchdata", "datasets")}
 
 
@@ -361,7 +362,7 @@ def validate_row(
     ]
     need = task.gpus_for(profile)
     why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}" if need > gpus_here else ""
-    why = why or (requirements_missing(framework) if task.category == "feature" else "")
+    why = why or (requirements_missing(framework) if task.category != "qa" else "")
     if why:
         cells = [Cell(task.id, framework, profile, c.name, c.kind, c.expected, NOT_RUN, [why], 0.0) for c in cases]
         for c in cells:

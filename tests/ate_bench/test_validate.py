@@ -265,9 +265,9 @@ def test_cases_narrows_each_row_to_the_named_cases(tmp_path):
     assert cases == ["gold", "wrong-lines.md", "wrong-mechanism.md"], cases
 
 
-def test_feature_cells_of_a_framework_whose_requirements_are_missing_are_not_run(monkeypatch, tmp_path):
-    """TorchTitan's feature scripts train with the harness's Python: without its requirements the cells are "not run"
-    with the install command, never a FAIL of the gold."""
+def test_cells_of_a_framework_whose_requirements_are_missing_are_not_run(monkeypatch, tmp_path):
+    """TorchTitan's feature and operate scripts run with the harness's Python: without its requirements the cells are
+    "not run" with the install command, never a FAIL of the gold."""
     monkeypatch.setattr(validate, "TRAINER_REQUIREMENTS", {"torchtitan": ("json", "no_such_module_here")})
     assert validate.requirements_missing("torchtitan") == (
         "torchtitan's requirements are not installed in this Python (no_such_module_here): "
