@@ -306,6 +306,7 @@ def judge_aux_calls(calls, profile):
 BRANCH_ARGS = {
     "pithtrain": ["--set", "model.num_experts_per_tok=1", "--set", "training.max_steps=1"],
     "torchtitan": ["--model.flavor", "feature_top1", "--training.steps", "1"],  # the profile's flavor routing top-1
+    "megatron-lm": ["--moe-router-topk", "1", "--train-iters", "1", "--lr-warmup-iters", "0"],  # 1 < warm-up: asserts
 }
 
 

@@ -1,0 +1,1 @@
+../../../02-dynmoe/gold/megatron-lm/cpu_check.py
