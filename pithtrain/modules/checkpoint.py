@@ -348,6 +348,7 @@ class AsyncCheckpointer:
         self.buffers: dict | None = None
         self.allocating: threading.Thread | None = None
         self.thread: threading.Thread | None = None
+        self.written = threading.Event()  # set when the write in flight (if any) has ended
         self.error: BaseException | None = None
         self.saved: Path | None = None
 
@@ -374,6 +375,7 @@ class AsyncCheckpointer:
         if self.pin_memory:
             torch.cuda.synchronize()  # the copies are done before the next optimizer step changes the weights
         args = (ckpt_dir, step, self.buffers, meta, keep_last, self.group)
+        self.written = threading.Event()
         self.thread = threading.Thread(target=self._write, args=args, name=f"checkpoint-{step}", daemon=True)
         self.thread.start()
 
@@ -382,6 +384,8 @@ class AsyncCheckpointer:
             self.saved = write_checkpoint(*args)
         except BaseException as e:  # handed to the training thread by `wait`
             self.error = e
+        finally:
+            self.written.set()
 
     def poll(self) -> None:
         """Raise a finished write's error now rather than at the next save."""
@@ -390,6 +394,10 @@ class AsyncCheckpointer:
 
     def wait(self) -> Path | None:
         if self.thread is not None:
+            # Wait on the event, not on join alone: a Ctrl-C that interrupts Thread.join can leave the thread marked
+            # finished while it still writes (CPython 3.11), and a retried join would then return before the write
+            # ends; an interrupted Event.wait is safe to retry.
+            self.written.wait()
             self.thread.join()
             self.thread = None
         if self.error is not None:
