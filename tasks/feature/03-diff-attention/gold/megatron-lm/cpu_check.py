@@ -1,0 +1,1 @@
+../../../01-moba/gold/megatron-lm/cpu_check.py

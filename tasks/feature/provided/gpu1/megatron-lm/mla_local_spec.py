@@ -1,0 +1,1 @@
+../../../../operate/01-getting-started/prepare/gpu1/megatron-lm/mla_local_spec.py
