@@ -446,7 +446,9 @@ def test_gold_cost_measures_the_real_golds_and_counts_runs_to_the_first_pass(tmp
     files = [p for p in gold.rglob("*") if p.is_file()]
     assert int(train["gold_files"]) == len(files) and int(train["gold_lines_removed"]) == 0
     assert (train["smoke_runs_before_pass"], train["smoke_runs"]) == ("2", "4")  # ERROR, FAIL, then PASS
-    assert (cost.loc[("feature-01", "megatron-lm")] == "no gold").sum() >= 9  # no gold folder: nothing invented
+    megatron = cost.loc[("feature-01", "megatron-lm")]  # a gold no record has run: sized, its runs "not run"
+    assert int(megatron["gold_lines_added"]) > 0
+    assert (megatron[["smoke_runs", "gpu1_runs", "paper_runs"]] == "not run").all()
     status = (out / "gold_cost.md").read_text().splitlines()[2]
     assert status == "Status: measured here."
 
@@ -515,8 +517,13 @@ def test_a_cell_is_not_made_stale_by_another_frameworks_gold(monkeypatch):
     assert seen[0][:2] == ("tasks/feature/01-moba", "pithtrain")
     assert set(seen[0][2:]) == {
         ":(exclude,glob)tasks/feature/01-moba/**/torchtitan/**",
+        ":(exclude,glob)tasks/feature/01-moba/**/torchtitan",
         ":(exclude,glob)tasks/feature/01-moba/**/megatron-lm/**",
+        ":(exclude,glob)tasks/feature/01-moba/**/megatron-lm",
+        ":(exclude)tasks/feature/01-moba/task.toml",  # compared apart: less the other frameworks' [unrunnable]
     }
+    mine = validation.own_task_toml("HEAD", "tasks/feature/01-moba", "pithtrain")
+    assert mine and all(cell.startswith("pithtrain/") for cell in mine["unrunnable"])
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     if head:  # git itself takes the pathspecs
         monkeypatch.undo()

@@ -8,6 +8,8 @@ the record's commit is marked stale naming that commit (column `fresh`); `make r
 """
 
 import json
+import subprocess
+import tomllib
 
 import pandas as pd
 
@@ -48,9 +50,32 @@ def freshness(commit: str, task: str, framework: str, paths: dict[str, str]) -> 
     framework's gold, near misses and provided files: a folder named after it), or pithtrain's code for a pithtrain
     workspace (the other frameworks are pinned in the task)."""
     folder = paths.get(task, "tasks")
-    others = tuple(f":(exclude,glob){folder}/**/{other}/**" for other in FRAMEWORKS if other != framework)
+    others = tuple(  # the folder's files, and the folder itself where it is a link (prepare/<profile>/<framework>)
+        f":(exclude,glob){folder}/**/{other}{tail}"
+        for other in FRAMEWORKS
+        if other != framework
+        for tail in ("/**", "")
+    )
     watched = (folder, "pithtrain") if framework == "pithtrain" else (folder,)
-    return stale_since(commit or "", watched + others)
+    toml = f":(exclude){folder}/task.toml"
+    if (why := stale_since(commit or "", watched + others + (toml,))) or task not in paths:
+        return why
+    return (
+        ""
+        if own_task_toml(commit, folder, framework) == own_task_toml("HEAD", folder, framework)
+        else (f"stale: {folder}/task.toml changed since {commit[:7]}")
+    )
+
+
+def own_task_toml(commit: str, folder: str, framework: str) -> dict | None:
+    """task.toml at `commit` less the other frameworks' [unrunnable] cells (their reasons are not this cell's task);
+    None where it cannot be read."""
+    shown = subprocess.run(["git", "show", f"{commit}:{folder}/task.toml"], cwd=REPO, capture_output=True, text=True)
+    if shown.returncode:
+        return None
+    spec = tomllib.loads(shown.stdout)
+    spec["unrunnable"] = {k: v for k, v in spec.get("unrunnable", {}).items() if k.split("/")[0] == framework}
+    return spec
 
 
 def source_commit(rec: dict) -> str:
