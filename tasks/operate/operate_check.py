@@ -65,20 +65,19 @@ def torchtitan_flavor(task_dir: Path, profile: str):
 
 
 def torchtitan_cpu_histc() -> None:
-    """On a CPU build of torch: TorchTitan's MoE router counts tokens per expert with torch.histc over int64 expert
-    ids, which has no CPU kernel; count in float (exact for these counts) and cast back, as the smoke profile's
-    cpu_standin/ does for the run. Nothing changes where CUDA is available."""
+    """On a CPU build of torch, the smoke profile's stand-in's histc (torchtitan_cpu_standin/sitecustomize.py: int64
+    counts, which TorchTitan's MoE router makes, have no CPU kernel); nothing where CUDA is available."""
+    import importlib.util
+
     import torch
 
-    if torch.cuda.is_available() or getattr(torch.histc, "counts_in_float", False):
+    if torch.cuda.is_available():
         return
-    histc = torch.histc
-
-    def float_histc(x, *a, **k):
-        return histc(x.float(), *a, **k).to(x.dtype)
-
-    float_histc.counts_in_float = True
-    torch.histc = float_histc
+    path = Path(__file__).resolve().parent / "torchtitan_cpu_standin" / "sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("torchtitan_cpu_standin", path)
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    standin.count_histc_in_float()
 
 
 def sha256(path: Path) -> str:

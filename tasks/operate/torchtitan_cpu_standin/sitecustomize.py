@@ -12,6 +12,24 @@ profiler's activity list (None for the missing accelerator). The model and its a
 
 import os
 
+
+def count_histc_in_float() -> None:
+    """torch.histc over int64 ids (TorchTitan's MoE router counting tokens per expert) has no CPU kernel: count in
+    float, exact for these counts, and cast back. Also called by the operate checkers, which run TorchTitan's model
+    in their own process (tasks/operate/operate_check.py)."""
+    import torch
+
+    if getattr(torch.histc, "counts_in_float", False):
+        return
+    histc = torch.histc
+
+    def float_histc(x, *a, **k):
+        return histc(x.float(), *a, **k).to(x.dtype)
+
+    float_histc.counts_in_float = True
+    torch.histc = float_histc
+
+
 if os.environ.get("TORCHTITAN_CPU_STANDIN") == "1":
     import types
 
@@ -33,8 +51,7 @@ if os.environ.get("TORCHTITAN_CPU_STANDIN") == "1":
             setattr(torch.cpu, name, fn)
     torch.cpu.current_device = lambda: 0  # torch.cpu's returns "cpu"; barrier(device_ids=[...]) needs an int
 
-    histc = torch.histc
-    torch.histc = lambda x, *a, **k: histc(x.float(), *a, **k).to(x.dtype)
+    count_histc_in_float()
 
     class _Profile(torch.profiler.profile):
         """TorchTitan lists CUDA or XPU activity, None on a CPU: drop the None."""
