@@ -12,6 +12,8 @@
 # command; "complete": false when a lane ran past BUDGET_S, with the cells it had decided) and feature-gpu1.log
 # (every console), and prints a table last; exit 1 on an unexpected cell or a lane that did not finish.
 # The liveness measurement on this GPU is another call: tasks/feature/gpu1_liveness.sh.
+# FRAMEWORK=megatron-lm: Megatron-LM at the pin through the harness's git mode, the commit carried as
+# .whl/megatron-lm-3bec9aa.git.tar.gz (bash tasks/megatron_pin.sh pack) and unpacked into the harness's cache.
 # FRAMEWORK=torchtitan (default pithtrain): TorchTitan 0.2.2, its workspace the sdist and its requirements wheels, both
 # carried in .whl/ (tasks/operate/gpu1_golds.sh lists them): the sdist seeds the harness's cache, and the wheels go
 # into a venv that sees the host's packages, whose Python runs validate, the checkers and the provided scripts.
@@ -42,6 +44,15 @@ if [ "$FRAMEWORK" = torchtitan ]; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $wheels || exit 1
   PY="$scratch/venv/bin/python"
   source_args=(--source pypi)  # the carried sdist; no network to try git on
+elif [ "$FRAMEWORK" = megatron-lm ]; then
+  bash tasks/megatron_pin.sh seed || exit 1  # the pinned commit from the carried one-commit repository
+  # the golds and provided scripts call `python`, which the GPU image lacks: a venv's, seeing the host's packages
+  "$PY" -m venv --without-pip "$scratch/venv" || exit 1
+  site=$("$scratch/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/host-packages.pth"
+  PY="$scratch/venv/bin/python"
+  export PATH="$scratch/venv/bin:$PATH"
+  source_args=(--source git)
 fi
 
 if [ "$DRY" = 1 ] && [ "$FRAMEWORK" != pithtrain ]; then
