@@ -7,6 +7,7 @@ used: sha256 over each file's path, executable bit and content sha256, computed 
 stripped or added.
 """
 
+import gzip
 import hashlib
 import os
 import re
@@ -207,6 +208,12 @@ def _git_cache_has(clone: Path, commit: str) -> bool:
         return False
 
 
+def _carried_archive(cache_dir: Path, fw: FrameworkSource) -> Path | None:
+    """A `git archive` of the pinned commit carried to a machine with no network (tasks/megatron_pin.sh), if any."""
+    archive = cache_dir / "git" / f"{fw.name}-{fw.git_commit}.tar.gz"
+    return archive if archive.is_file() else None
+
+
 def resolve_mode(framework: str, mode: str, cache_dir: Path) -> str:
     """`repo` for pithtrain; for the others `git` or `pypi`, `auto` choosing git when it can be had."""
     fw = FRAMEWORKS[framework]
@@ -214,7 +221,9 @@ def resolve_mode(framework: str, mode: str, cache_dir: Path) -> str:
         return "repo"
     if mode != "auto":
         return mode
-    if _git_cache_has(cache_dir / "git" / f"{fw.name}.git", fw.git_commit) or _git_reachable(fw.git_url):
+    if _git_cache_has(cache_dir / "git" / f"{fw.name}.git", fw.git_commit) or _carried_archive(cache_dir, fw):
+        return "git"
+    if _git_reachable(fw.git_url):
         return "git"
     return "pypi"
 
@@ -229,6 +238,10 @@ def _git_reachable(url: str) -> bool:
 
 def _from_git(fw: FrameworkSource, dest: Path, cache_dir: Path, ws: Workspace) -> None:
     clone = cache_dir / "git" / f"{fw.name}.git"
+    carried = _carried_archive(cache_dir, fw)
+    if carried and not _git_cache_has(clone, fw.git_commit):
+        _from_carried_archive(fw, carried, dest, ws)
+        return
     if not _git_cache_has(clone, fw.git_commit):
         try:
             if clone.is_dir():
@@ -246,6 +259,26 @@ def _from_git(fw: FrameworkSource, dest: Path, cache_dir: Path, ws: Workspace) -
         _extract_tar(archive, dest, strip_top=False)
     ws.mode, ws.version = "git", commit
     ws.source = {"git_url": fw.git_url, "commit": commit}
+
+
+def _from_carried_archive(fw: FrameworkSource, archive: Path, dest: Path, ws: Workspace) -> None:
+    """The pinned commit's tree from a carried `git archive`, whose pax header names the commit; the paths it leaves
+    out (the run needs none of them) are listed beside it and go into the record."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tar = Path(tmp) / "src.tar"
+        with gzip.open(archive) as f_in, open(tar, "wb") as f_out:
+            shutil.copyfileobj(f_in, f_out)
+        with open(tar, "rb") as f:
+            named = subprocess.run(["git", "get-tar-commit-id"], stdin=f, capture_output=True, text=True)
+        commit = named.stdout.strip()
+        if not commit.startswith(fw.git_commit):
+            raise MaterializeError(f"{archive} is not a git archive of {fw.name} {fw.git_commit} (it names '{commit}')")
+        _extract_tar(tar, dest, strip_top=False)
+    left_out_file = archive.with_name(archive.name.removesuffix(".tar.gz") + ".left-out")
+    left_out = left_out_file.read_text().split() if left_out_file.is_file() else []
+    ws.mode, ws.version = "git", commit
+    ws.source = {"git_url": fw.git_url, "commit": commit, "archive": archive.name, "left_out": ", ".join(left_out)}
+    ws.notes.append(f"carried archive of {commit[:12]} ({archive.name}), without: {', '.join(left_out) or 'nothing'}")
 
 
 def pypi_download(fw: FrameworkSource, cache_dir: Path) -> Path:

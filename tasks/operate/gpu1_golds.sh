@@ -11,13 +11,10 @@
 # caches it there), then the device README's `pip download --no-deps --only-binary=:all: --python-version 3.12 ...
 # -d .whl` of torchtitan==0.2.2 torchdata==0.11.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 tyro==1.0.17
 # docstring_parser==0.18.0 typeguard==4.6.1 shtab==1.13.0; the GPU image has the rest (pyarrow, transformers, ...).
-#   FRAMEWORK=megatron-lm bash tasks/operate/gpu1_golds.sh   (Megatron-LM at the pin 3bec9aa: its workspace is the part
-#     of the git tree the golds use, carried as .whl/megatron-lm-3bec9aa.tar.gz, made where the pin's mirror is:
-#     git -C ~/.cache/pithtrain-ate/git/megatron-lm.git archive --format=tar.gz -o .whl/megatron-lm-3bec9aa.tar.gz \
-#       3bec9aa megatron pretrain_gpt.py gpt_builders.py model_provider.py tools
-#     (1.4 MiB); nothing is installed: pretrain_gpt.py imports megatron from the workspace root, and the GPU image must
-#     have what it imports (transformers, numpy, pyyaml, regex, six; pybind11, g++ and python3-config for its dataset
-#     helpers; the device's KINDS.md lists them in the image). Train & Evaluate and Routing Trace FAIL their checkers' megatron-lm conditions, which are not written.)
+#   FRAMEWORK=megatron-lm bash tasks/operate/gpu1_golds.sh   (Megatron-LM at the pin 3bec9aa: its workspace is the
+#     pinned tree less what no run needs, carried as .whl/megatron-lm-3bec9aa.tar.gz: bash tasks/megatron_pin.sh pack;
+#     nothing is installed: pretrain_gpt.py imports megatron from the workspace root, and the GPU image must have what
+#     it imports (transformers, numpy, pyyaml, regex, six; pybind11, g++ and python3-config for its dataset helpers).)
 # The 4-layer model's checkpoint with optimizer state is 27 GB: Getting Started and Train & Evaluate each write one,
 # so the disk's speed sets most of the time; the tasks run cheapest first, Train & Evaluate last.
 # Each task gets a fresh workspace as the harness makes one (pithtrain: this tree without ate_bench/, tasks/, tests/,
@@ -32,7 +29,6 @@ BUDGET_S=${BUDGET_S:-330}
 FRAMEWORK=${FRAMEWORK:-pithtrain}
 SDIST=${SDIST:-$REPO/.whl/torchtitan-0.2.2.tar.gz}
 MEGATRON_COMMIT=3bec9aa
-MEGATRON_PATHS="megatron pretrain_gpt.py gpt_builders.py model_provider.py tools"
 MEGATRON_ARCHIVE=${MEGATRON_ARCHIVE:-$REPO/.whl/megatron-lm-$MEGATRON_COMMIT.tar.gz}
 mkdir -p "$OUT"
 LOG="$OUT/gpu1_golds.log"
@@ -41,8 +37,12 @@ WORK=$(mktemp -d /tmp/gpu1-golds.XXXX)
 START=$(date +%s)
 # gpu_run.sh may run these beside the feature tasks' trainers on the same GPU: grow allocations in place
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
-if ! command -v python >/dev/null; then  # the GPU image has python3 only; provided scripts call `python`
-  mkdir -p "$WORK/bin" && ln -s "$(command -v python3)" "$WORK/bin/python" && export PATH="$WORK/bin:$PATH"
+if ! command -v python >/dev/null; then  # the GPU image has python3 only; the golds call `python`: a venv's (a link
+  # to python3 would lose the image's packages when python3 is itself a venv's), seeing the host's packages
+  python3 -m venv --without-pip "$WORK/venv" || exit 1
+  python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$("$WORK/venv/bin/python" -c \
+    'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-packages.pth"
+  export PATH="$WORK/venv/bin:$PATH"
 fi
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -c 'import torch; print("torch", torch.__version__)'; } >>"$LOG" 2>&1
 
@@ -102,8 +102,9 @@ case "$FRAMEWORK" in
   torchtitan) SOURCE=$(basename "$SDIST") ;;
   megatron-lm)  # the record names the archive, the commit it was made from and the paths it holds
     SOURCE=$(python3 -c 'import json, sys; a, c, p = sys.argv[1:]; print(json.dumps(
-      {"archive": a, "repository": "NVIDIA/Megatron-LM", "commit": c, "paths": p.split()}))' \
-      "$(basename "$MEGATRON_ARCHIVE")" "$MEGATRON_COMMIT" "$MEGATRON_PATHS") ;;
+      {"archive": a, "repository": "NVIDIA/Megatron-LM", "commit": c, "left_out": p.split()}))' \
+      "$(basename "$MEGATRON_ARCHIVE")" "$(gunzip -c "$MEGATRON_ARCHIVE" | git get-tar-commit-id)" \
+      "$(cat "${MEGATRON_ARCHIVE%.tar.gz}.left-out" 2>/dev/null)") ;;
   *) SOURCE="this tree" ;;
 esac
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
