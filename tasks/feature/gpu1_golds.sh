@@ -12,8 +12,10 @@
 # command; "complete": false when a lane ran past BUDGET_S, with the cells it had decided) and feature-gpu1.log
 # (every console), and prints a table last; exit 1 on an unexpected cell or a lane that did not finish.
 # The liveness measurement on this GPU is another call: tasks/feature/gpu1_liveness.sh.
-# FRAMEWORK=megatron-lm: Megatron-LM at the pin through the harness's git mode, the commit carried as
-# .whl/megatron-lm-3bec9aa.git.tar.gz (bash tasks/megatron_pin.sh pack) and unpacked into the harness's cache.
+# FRAMEWORK=megatron-lm: Megatron-LM at the pin through the harness's git mode, the commit carried as an archive
+# (bash tasks/megatron_pin.sh pack) and put in the harness's cache, and the wheels of what it imports that the GPU
+# image lacks: pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
+# typing_extensions==4.16.0 (pip download as in tasks/operate/gpu1_golds.sh's header, into .whl/).
 # FRAMEWORK=torchtitan (default pithtrain): TorchTitan 0.2.2, its workspace the sdist and its requirements wheels, both
 # carried in .whl/ (tasks/operate/gpu1_golds.sh lists them): the sdist seeds the harness's cache, and the wheels go
 # into a venv that sees the host's packages, whose Python runs validate, the checkers and the provided scripts.
@@ -34,24 +36,23 @@ mkdir -p "$OUT/feature-gpu1"
 scratch=$(mktemp -d /tmp/feature-gpu1.XXXXXX)
 source "$(dirname "$0")/travelled_checkout.sh"
 
+if [ "$FRAMEWORK" != pithtrain ]; then
+  # A venv that sees the host's packages, with the carried wheels the framework needs on top; its python runs validate,
+  # the checkers, the golds and the provided scripts (which call `python`, which the GPU image lacks).
+  "$PY" -m venv --without-pip "$scratch/venv" || exit 1
+  site=$("$scratch/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/host-packages.pth"
+  wheels=$(ls .whl/*.whl 2>/dev/null | grep -v '/torchtitan-')  # torchtitan itself is the workspace's
+  [ -z "$wheels" ] || "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $wheels || exit 1
+  PY="$scratch/venv/bin/python"
+  export PATH="$scratch/venv/bin:$PATH"
+fi
 if [ "$FRAMEWORK" = torchtitan ]; then
   cache="$HOME/.cache/pithtrain-ate/pypi"
   mkdir -p "$cache" && { [ -f "$cache/torchtitan-0.2.2.tar.gz" ] || cp .whl/torchtitan-0.2.2.tar.gz "$cache/"; } || exit 1
-  "$PY" -m venv --without-pip "$scratch/venv" || exit 1
-  site=$("$scratch/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/host-packages.pth"
-  wheels=$(ls .whl/*.whl | grep -v '/torchtitan-')  # torchtitan itself is the workspace's
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $wheels || exit 1
-  PY="$scratch/venv/bin/python"
   source_args=(--source pypi)  # the carried sdist; no network to try git on
 elif [ "$FRAMEWORK" = megatron-lm ]; then
-  bash tasks/megatron_pin.sh seed || exit 1  # the pinned commit from the carried one-commit repository
-  # the golds and provided scripts call `python`, which the GPU image lacks: a venv's, seeing the host's packages
-  "$PY" -m venv --without-pip "$scratch/venv" || exit 1
-  site=$("$scratch/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/host-packages.pth"
-  PY="$scratch/venv/bin/python"
-  export PATH="$scratch/venv/bin:$PATH"
+  bash tasks/megatron_pin.sh seed || exit 1  # the pinned commit, from the carried archive into the harness's cache
   source_args=(--source git)
 fi
 

@@ -22,6 +22,8 @@ mkdir -p "$OUT"
     python3 -c "import $m; print('$m', getattr($m, '__version__', '?'))" 2>&1 | tail -n 1
   done
 } > "$OUT/env.txt" 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/probe-site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/probe-site  # the carried requirements (tasks/feature/gpu1_golds.sh's header lists them)
 ws=$(mktemp -d /tmp/probe-ws.XXXX)
 log="$OUT/$FRAMEWORK-verify.log"
 if [ "$FRAMEWORK" = megatron-lm ]; then
@@ -30,8 +32,6 @@ if [ "$FRAMEWORK" = megatron-lm ]; then
   (cd "$ws" && timeout -k 10 "$TIMEOUT_S" bash verify.sh) > "$log" 2>&1
   rc=$?
 else
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/probe-site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/probe-site
   tar -xzf .whl/torchtitan-0.2.2.tar.gz -C "$ws" --strip-components 1 && cp -rL tasks/feature/provided/gpu1/torchtitan/. "$ws/"
   (cd "$ws" && timeout -k 10 "$TIMEOUT_S" bash verify.sh --optimizer.lr "$LR") > "$log" 2>&1
   rc=$?
