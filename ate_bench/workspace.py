@@ -7,8 +7,8 @@ used: sha256 over each file's path, executable bit and content sha256, computed 
 stripped or added.
 """
 
-import gzip
 import hashlib
+import lzma
 import os
 import re
 import shutil
@@ -210,7 +210,7 @@ def _git_cache_has(clone: Path, commit: str) -> bool:
 
 def _carried_archive(cache_dir: Path, fw: FrameworkSource) -> Path | None:
     """A `git archive` of the pinned commit carried to a machine with no network (tasks/megatron_pin.sh), if any."""
-    archive = cache_dir / "git" / f"{fw.name}-{fw.git_commit}.tar.gz"
+    archive = cache_dir / "git" / f"{fw.name}-{fw.git_commit}.tar.xz"
     return archive if archive.is_file() else None
 
 
@@ -266,7 +266,7 @@ def _from_carried_archive(fw: FrameworkSource, archive: Path, dest: Path, ws: Wo
     out (the run needs none of them) are listed beside it and go into the record."""
     with tempfile.TemporaryDirectory() as tmp:
         tar = Path(tmp) / "src.tar"
-        with gzip.open(archive) as f_in, open(tar, "wb") as f_out:
+        with lzma.open(archive) as f_in, open(tar, "wb") as f_out:
             shutil.copyfileobj(f_in, f_out)
         with open(tar, "rb") as f:
             named = subprocess.run(["git", "get-tar-commit-id"], stdin=f, capture_output=True, text=True)
@@ -274,7 +274,7 @@ def _from_carried_archive(fw: FrameworkSource, archive: Path, dest: Path, ws: Wo
         if not commit.startswith(fw.git_commit):
             raise MaterializeError(f"{archive} is not a git archive of {fw.name} {fw.git_commit} (it names '{commit}')")
         _extract_tar(tar, dest, strip_top=False)
-    left_out_file = archive.with_name(archive.name.removesuffix(".tar.gz") + ".left-out")
+    left_out_file = archive.with_name(archive.name.removesuffix(".tar.xz") + ".left-out")
     left_out = left_out_file.read_text().split() if left_out_file.is_file() else []
     ws.mode, ws.version = "git", commit
     ws.source = {"git_url": fw.git_url, "commit": commit, "archive": archive.name, "left_out": ", ".join(left_out)}

@@ -4,7 +4,7 @@
 #   LR=1e-3 bash tasks/feature/gpu1_probe.sh       TorchTitan 0.2.2's verify.sh at a chosen lr (about 40 s; .whl/ as
 #     tasks/feature/gpu1_golds.sh with FRAMEWORK=torchtitan): $OUT/env.txt and $OUT/torchtitan-verify.log
 #   FRAMEWORK=megatron-lm bash tasks/feature/gpu1_probe.sh    Megatron-LM 3bec9aa's verify.sh (pretrain_gpt.py, 4
-#     iterations; .whl/megatron-lm-3bec9aa.tar.gz from bash tasks/megatron_pin.sh pack), stopped with its whole
+#     iterations; .whl/megatron-lm-3bec9aa.tar.xz from bash tasks/megatron_pin.sh pack), stopped with its whole
 #     process group after TIMEOUT_S (default 240): $OUT/env.txt and $OUT/megatron-lm-verify.log, written as it runs
 # env.txt: the compilers Megatron-LM's dataset helpers need, and which of Megatron-LM's optional requirements import.
 set -uo pipefail
@@ -27,7 +27,7 @@ export PYTHONPATH=/tmp/probe-site  # the carried requirements (tasks/feature/gpu
 ws=$(mktemp -d /tmp/probe-ws.XXXX)
 log="$OUT/$FRAMEWORK-verify.log"
 if [ "$FRAMEWORK" = megatron-lm ]; then
-  tar -xzf .whl/megatron-lm-3bec9aa.tar.gz -C "$ws" || exit 1
+  bash tasks/megatron_pin.sh unpack "$ws" || exit 1
   cp -rL tasks/feature/provided/gpu1/megatron-lm/. "$ws/"
   (cd "$ws" && timeout -k 10 "$TIMEOUT_S" bash verify.sh) > "$log" 2>&1
   rc=$?

@@ -12,7 +12,7 @@
 # -d .whl` of torchtitan==0.2.2 torchdata==0.11.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 tyro==1.0.17
 # docstring_parser==0.18.0 typeguard==4.6.1 shtab==1.13.0; the GPU image has the rest (pyarrow, transformers, ...).
 #   FRAMEWORK=megatron-lm bash tasks/operate/gpu1_golds.sh   (Megatron-LM at the pin 3bec9aa: its workspace is the
-#     pinned tree less what no run needs, carried as .whl/megatron-lm-3bec9aa.tar.gz: bash tasks/megatron_pin.sh pack;
+#     pinned tree less what no run needs, carried as .whl/megatron-lm-3bec9aa.tar.xz: bash tasks/megatron_pin.sh pack;
 #     nothing is installed: pretrain_gpt.py imports megatron from the workspace root, and the GPU image must have what
 #     it imports (transformers, numpy, pyyaml, regex, six; pybind11, g++ and python3-config for its dataset helpers).)
 # The 4-layer model's checkpoint with optimizer state is 27 GB: Getting Started and Train & Evaluate each write one,
@@ -29,7 +29,7 @@ BUDGET_S=${BUDGET_S:-330}
 FRAMEWORK=${FRAMEWORK:-pithtrain}
 SDIST=${SDIST:-$REPO/.whl/torchtitan-0.2.2.tar.gz}
 MEGATRON_COMMIT=3bec9aa
-MEGATRON_ARCHIVE=${MEGATRON_ARCHIVE:-$REPO/.whl/megatron-lm-$MEGATRON_COMMIT.tar.gz}
+MEGATRON_ARCHIVE=${MEGATRON_ARCHIVE:-$REPO/.whl/megatron-lm-$MEGATRON_COMMIT.tar.xz}
 mkdir -p "$OUT"
 LOG="$OUT/gpu1_golds.log"
 ROWS=$(mktemp)
@@ -56,7 +56,7 @@ workspace() {  # $1: task dir -> a fresh workspace path on stdout
   if [ "$FRAMEWORK" = torchtitan ]; then
     tar -xzf "$SDIST" -C "$ws" --strip-components 1
   elif [ "$FRAMEWORK" = megatron-lm ]; then
-    tar -xzf "$MEGATRON_ARCHIVE" -C "$ws"
+    (cd "$REPO" && bash tasks/megatron_pin.sh unpack "$ws")
   else
     tar -C "$REPO" --exclude=./.git --exclude=./ate_bench --exclude=./tasks --exclude=./tests --exclude=./results \
       --exclude=./.nox --exclude=./.venv --exclude=./.whl -cf - . | tar -xf - -C "$ws"
@@ -107,8 +107,8 @@ case "$FRAMEWORK" in
   megatron-lm)  # the record names the archive, the commit it was made from and the paths it holds
     SOURCE=$(python3 -c 'import json, sys; a, c, p = sys.argv[1:]; print(json.dumps(
       {"archive": a, "repository": "NVIDIA/Megatron-LM", "commit": c, "left_out": p.split()}))' \
-      "$(basename "$MEGATRON_ARCHIVE")" "$(gunzip -c "$MEGATRON_ARCHIVE" | git get-tar-commit-id)" \
-      "$(cat "${MEGATRON_ARCHIVE%.tar.gz}.left-out" 2>/dev/null)") ;;
+      "$(basename "$MEGATRON_ARCHIVE")" "$(python3 -c 'import lzma, sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$MEGATRON_ARCHIVE" | git get-tar-commit-id)" \
+      "$(cat "${MEGATRON_ARCHIVE%.tar.xz}.left-out" 2>/dev/null)") ;;
   *) SOURCE="this tree" ;;
 esac
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
