@@ -21,5 +21,5 @@ if [ ! -f pretrain_gpt.py ]; then
 fi
 source model_args.sh
 "${PYTHON:-python3}" -m torch.distributed.run --standalone --nproc-per-node 8 pretrain_gpt.py "${MODEL_ARGS[@]}" \
-  --train-iters 64 --log-interval 1 --eval-iters 0 "$@" 2>&1 | tee -a "$log"
+  --train-iters 64 --log-interval 1 --eval-iters 0 --eval-interval 1000 "$@" 2>&1 | tee -a "$log"
 exit "${PIPESTATUS[0]}"

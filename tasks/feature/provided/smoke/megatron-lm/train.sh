@@ -20,5 +20,5 @@ if ! "${PYTHON:-python3}" -c "import torch; assert torch.cuda.is_available()" 2>
 fi
 source model_args.sh
 "${PYTHON:-python3}" -m torch.distributed.run --standalone --nproc-per-node 1 pretrain_gpt.py "${MODEL_ARGS[@]}" \
-  --train-iters 16 --log-interval 1 --eval-iters 0 "$@" 2>&1 | tee -a "$log"
+  --train-iters 16 --log-interval 1 --eval-iters 0 --eval-interval 1000 "$@" 2>&1 | tee -a "$log"
 exit "${PIPESTATUS[0]}"

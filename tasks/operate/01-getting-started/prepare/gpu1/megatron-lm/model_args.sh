@@ -5,7 +5,8 @@
 # tokenizer's 2048 tokens padded to 102400). The machine has neither Transformer Engine nor Apex: Megatron-Core's own
 # modules (--transformer-impl local) and no fused kernels of theirs; mla_local_spec.py (--spec) is the local spec with a
 # core attention that takes MLA's head sizes (at this pin the local one cannot build MLA). No evaluation passes
-# (Megatron's default would run 100 validation and 100 test iterations after training).
+# (Megatron's default would run 100 validation and 100 test iterations after training); the interval only has to be
+# set, since counting the run's samples divides by it.
 MODEL_ARGS=(--num-layers 4 --hidden-size 2048 --ffn-hidden-size 10944 --num-attention-heads 16 --kv-lora-rank 512
   --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128 --num-experts 64 --moe-router-topk 6
   --moe-ffn-hidden-size 1408 --moe-shared-expert-intermediate-size 2816 --moe-layer-freq "[0]*1+[1]*3"
@@ -17,5 +18,5 @@ MODEL_ARGS=(--num-layers 4 --hidden-size 2048 --ffn-hidden-size 10944 --num-atte
   --tokenizer-type HuggingFaceTokenizer --tokenizer-model data/tokenizer --make-vocab-size-divisible-by 102400
   --transformer-impl local --no-persist-layer-norm --no-gradient-accumulation-fusion --no-masked-softmax-fusion
   --no-rope-fusion --no-bias-swiglu-fusion --no-bias-dropout-fusion --attention-softmax-in-fp32
-  --spec mla_local_spec block_spec --eval-iters 0)
+  --spec mla_local_spec block_spec --eval-iters 0 --eval-interval 1000)
 NPROC=1
