@@ -8,9 +8,10 @@
 # (default 540 s, under a 10-minute call). Each gold's checker trains six times, a near miss that passes the op
 # check once more, and one that the seam does not catch six times; at about 15-20 s a run, the three blind
 # near-miss sets make the four tasks over 100 runs, so split them into lanes of about 20 runs with --cases. Leaves
-# two files under $OUT: feature-gpu1/<stamp>.json (the lanes' records merged: cells, summary, the lanes in its
-# command; "complete": false when a lane ran past BUDGET_S, with the cells it had decided) and feature-gpu1.log
-# (every console), and prints a table last; exit 1 on an unexpected cell or a lane that did not finish.
+# files under $OUT: feature-gpu1/<stamp>.json (the lanes' records merged: cells, summary, the lanes in its
+# command; "complete": false when a lane ran past BUDGET_S, with the cells it had decided), feature-gpu1.log
+# (every console), feature-gpu1-progress.log (every 30 s) and feature-gpu1-runs.log (the end of every training run's
+# log), and prints a table last; exit 1 on an unexpected cell or a lane that did not finish.
 # The liveness measurement on this GPU is another call: tasks/feature/gpu1_liveness.sh.
 # FRAMEWORK=megatron-lm: Megatron-LM at the pin through the harness's git mode, the commit carried as an archive
 # (bash tasks/megatron_pin.sh pack) and put in the harness's cache, and the wheels of what it imports that the GPU
@@ -96,15 +97,33 @@ lanes=("$@")
 [ $# -eq 0 ] && lanes=("feature-01 feature-03" "feature-02 feature-04")
 set -f
 tags=()
+lane_pids=()
 for i in "${!lanes[@]}"; do
   tag="lane$i"
   tags+=("$tag")
   timeout -k 10 "$BUDGET_S" "$PY" -m ate_bench validate --tasks ${lanes[$i]} --frameworks "$FRAMEWORK" --profiles gpu1 "${source_args[@]}" \
     --out "$scratch/$tag" --work-root "$scratch/work-$tag" > "$scratch/$tag.log" 2>&1 &
+  lane_pids+=($!)
 done
-wait
+# Progress while the lanes run (a gold's checker trains for minutes before its cell is decided): every 30 s, each
+# run log written in the last minute with its last loss line, and the GPU's memory in use, into
+# $OUT/feature-gpu1-progress.log.
+(while sleep 30; do
+  echo "== $(date -u +%H:%M:%S) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null)"
+  find "$scratch" -path '*/work-lane*' -path '*/artifacts/*' -name '*.log' -mmin -1 2>/dev/null | while read -r log; do
+    echo "${log#"$scratch"/} $(grep -aoE 'iteration +[0-9]+/ *[0-9]+|step[: ]+[0-9]+|lm loss: [^ ]+|loss[: ]+[^ ]+' \
+      "$log" | tail -n 2 | tr '\n' ' ')"
+  done
+done >> "$OUT/feature-gpu1-progress.log" 2>&1) &
+progress=$!
+wait "${lane_pids[@]}"
+kill "$progress" 2>/dev/null
 set +f
 for tag in "${tags[@]}"; do cat "$scratch/$tag.log"; done > "$OUT/feature-gpu1.log"
+# the end of every run log the checkers left (a lane stopped at BUDGET_S leaves no record of why its runs were slow)
+find "$scratch" -path '*/work-lane*' -path '*/artifacts/*' -name '*.log' 2>/dev/null | sort | while read -r log; do
+  echo "==== ${log#"$scratch"/}"; tail -n 40 "$log" | cut -c1-400
+done > "$OUT/feature-gpu1-runs.log"
 export GPU1_LANES
 GPU1_LANES=$(printf '"%s" ' "${lanes[@]}")
 
