@@ -201,3 +201,34 @@ def test_git_mode_runs_offline_from_a_seeded_cache(tmp_path, monkeypatch):
     shutil.rmtree(cache / "git")
     with pytest.raises(NetworkError, match="cannot fetch http://127.0.0.1:9/x.git"):
         materialize("megatron-lm", tmp_path / "ws2", mode="git", cache_dir=cache)
+
+
+def test_git_mode_takes_a_carried_archive_of_the_pin(tmp_path, monkeypatch):
+    # The device machine has no network and room for no mirror: tasks/megatron_pin.sh carries a `git archive` of the
+    # pin (xz, some paths left out, listed beside it). Git mode takes it, checks the commit the archive's header
+    # names, and records what it leaves out; an archive of another commit is refused.
+    import dataclasses
+    import lzma
+    import subprocess
+
+    src = _tree(tmp_path / "src", {"pretrain_gpt.py": "print('train')\n", "tests/unit.py": "", "megatron/x.py": ""})
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=src, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=src, check=True)
+    subprocess.run([*git, "commit", "-qm", "pin"], cwd=src, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True).stdout.strip()
+    tar = subprocess.run(["git", "archive", "HEAD", "--", ".", ":(exclude)tests"], cwd=src, capture_output=True).stdout
+    cache = tmp_path / "cache"
+    (cache / "git").mkdir(parents=True)
+    (cache / "git" / f"megatron-lm-{sha[:7]}.tar.xz").write_bytes(lzma.compress(tar))
+    (cache / "git" / f"megatron-lm-{sha[:7]}.left-out").write_text("tests\n")
+    pinned = dataclasses.replace(FRAMEWORKS["megatron-lm"], git_commit=sha[:7], git_url="http://127.0.0.1:9/x.git")
+    monkeypatch.setitem(FRAMEWORKS, "megatron-lm", pinned)
+    ws = materialize("megatron-lm", tmp_path / "ws", mode="auto", cache_dir=cache)
+    assert (ws.mode, ws.version) == ("git", sha)
+    assert ws.source["left_out"] == "tests" and ws.source["archive"] == f"megatron-lm-{sha[:7]}.tar.xz"
+    assert (tmp_path / "ws" / "pretrain_gpt.py").is_file() and not (tmp_path / "ws" / "tests").exists()
+    monkeypatch.setitem(FRAMEWORKS, "megatron-lm", dataclasses.replace(pinned, git_commit="0000000"))
+    (cache / "git" / f"megatron-lm-{sha[:7]}.tar.xz").rename(cache / "git" / "megatron-lm-0000000.tar.xz")
+    with pytest.raises(MaterializeError, match="is not a git archive of megatron-lm 0000000"):
+        materialize("megatron-lm", tmp_path / "ws2", mode="git", cache_dir=cache)
