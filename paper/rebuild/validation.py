@@ -1,5 +1,5 @@
 """Result 6: the checker validation matrix (task x framework x profile x case -> verdict) from
-`results/ate/validation/*.json`, and the agent-free costs from `results/ate/cost/*.json`.
+`results/ate/validation/*.json` and the operate tasks' gpu1 records in `results/ate/gpu1/`, and the agent-free costs from `results/ate/cost/*.json`.
 
 Several validate calls may cover different tasks; each cell is taken from the newest record that holds it and
 ran it (a newer "not run" never hides a verdict). A "not run" cell keeps its reason and is never counted as
@@ -84,13 +84,26 @@ def source_commit(rec: dict) -> str:
     return rec.get("travelled_commit") or rec.get("commit") or ""
 
 
+def operate_gpu1_records(b: Build) -> list:
+    """The operate tasks' gpu1 records of tasks/operate/gpu1_golds.sh (results/ate/gpu1/): each cell renamed to its
+    task id and given its kind, as validate's records have them."""
+    ids = {t.slug: t.task for t in load_tasks(b.tasks).itertuples() if t.category == "operate"}
+    found = []
+    for path in sorted((b.results / "ate" / "gpu1").glob("*.json")):
+        rec = json.loads(path.read_text())
+        if rec.get("schema") == "operate-gpu1-golds-1":
+            rec["cells"] = [c | {"task": ids.get(c["task"], c["task"]), "kind": c["case"]} for c in rec["cells"]]
+            found.append((path, rec))
+    return found
+
+
 def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
     """Each cell from the newest record that holds it and ran it: a newer "not run" never hides a verdict. A wrong
     .sh that is now a near miss only on other profiles is "not run" on this one, whatever an older record says (as
-    `validate` records it today)."""
+    `validate` records it today). validate's records, and the operate tasks' gpu1 records, newest last by name."""
     cells, paths, tasks = {}, [], task_paths(b)
-    for path in sorted((b.results / "ate" / "validation").glob("*.json")):
-        rec = json.loads(path.read_text())
+    validated = [(path, json.loads(path.read_text())) for path in (b.results / "ate" / "validation").glob("*.json")]
+    for path, rec in sorted(validated + operate_gpu1_records(b), key=lambda pair: pair[0].name):
         paths.append(path)
         for c in rec["cells"]:
             key = (c["task"], c["framework"], c["profile"], c["case"])
