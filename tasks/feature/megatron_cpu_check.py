@@ -192,11 +192,12 @@ def seam_run(task_dir: Path, check, workspace: Path, feature: dict, flags: list[
         return losses, read("seam"), read("aux-seam"), read("reach"), problems
 
 
-def reach_problems(records: list[dict], steps: int) -> list[str]:
-    """Once a step from each calling module, every output used and every input that requires grad reached."""
+def reach_problems(records: list[dict], steps: int, inputs: bool) -> list[str]:
+    """Once a step from each calling module, every output used and (with `inputs`) every input that requires grad
+    reached by a gradient."""
     per_step = len(records) // max(steps, 1)
     modules = len({r["caller"] for r in records})
-    smallest = [min([*r["inputs"].values(), *r["outputs"].values()], default=0.0) for r in records]
+    smallest = [min([*(r["inputs"].values() if inputs else []), *r["outputs"].values()], default=0.0) for r in records]
     print(f"  {len(records)} calls from {modules} modules; smallest |gradient| reached per call: "
           f"{' '.join(f'{g:.1e}' for g in smallest)}")  # fmt: skip
     problems = []
@@ -204,7 +205,7 @@ def reach_problems(records: list[dict], steps: int) -> list[str]:
         problems.append(f"{len(records)} calls in {steps} steps from {modules} modules: not once a step per module")
     if not all(g > 0 for g in smallest):
         unreached = [i for i, g in enumerate(smallest) if not g > 0]
-        problems.append(f"calls {unreached}: an output unused or an input that requires grad given no gradient")
+        problems.append(f"calls {unreached}: an output unused{' or an input given no gradient' * inputs}")
     return problems
 
 
@@ -217,7 +218,11 @@ def main(task_dir: Path, workspace: Path) -> int:
         print("\n".join(["FAIL", *problems]))
         return 1
     ok = op_checks(check, workspace, feature)
-    profile = "smoke" if ".moe." in feature["op"] else "gpu1"  # the profile whose judge_calls fits the tiny model
+    # The tiny model has gpu1's attention heads and smoke's routing (8 experts, top-2): an attention op is judged as
+    # gpu1 and every input of its that requires grad must get a gradient; a MoE op is judged as smoke, its inputs'
+    # gradients left to the task's judge_calls (MoE++'s first layer passes a W_g it cannot use without earlier logits).
+    moe = ".moe." in feature["op"]
+    profile = "smoke" if moe else "gpu1"
     enable = fit_tiny(feature["enable"], workspace)
     branch = getattr(check, "BRANCH_ARGS", {}).get("megatron-lm")
     runs = [("on", enable, None), ("off", feature["disable"], None)]
@@ -228,7 +233,7 @@ def main(task_dir: Path, workspace: Path) -> int:
         if name == "off":
             problems = ["the op ran with the feature off"] if calls or aux_calls or reach else []
         elif losses:
-            problems += reach_problems(reach, len(losses))
+            problems += reach_problems(reach, len(losses), inputs=not moe)
         if name == "branch" and calls and "chosen" in calls[0]:
             print(f"  tokens routed to zero-computation experts only, per call: "
                   f"{[c['chosen']['only zero-computation'] for c in calls]}; rows of y with no gradient: "
