@@ -1,1 +1,0 @@
-../../../01-moba/gold/megatron-lm/cpu_check.py

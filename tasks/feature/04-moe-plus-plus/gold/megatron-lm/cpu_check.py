@@ -1,1 +1,0 @@
-../../../02-dynmoe/gold/megatron-lm/cpu_check.py
