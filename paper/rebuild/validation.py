@@ -1,5 +1,6 @@
 """Result 6: the checker validation matrix (task x framework x profile x case -> verdict) from
-`results/ate/validation/*.json` and the operate tasks' gpu1 records in `results/ate/gpu1/`, and the agent-free costs from `results/ate/cost/*.json`.
+`results/ate/validation/*.json` and the operate tasks' gpu1 records in `results/ate/gpu1/`, and the agent-free costs
+from `results/ate/cost/*.json`.
 
 Several validate calls may cover different tasks; each cell is taken from the newest record that holds it and
 ran it (a newer "not run" never hides a verdict). A "not run" cell keeps its reason and is never counted as
