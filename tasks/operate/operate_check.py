@@ -9,9 +9,16 @@ from one trap; `newest_log` takes the latest by its stamp (the agent may have ru
 """
 
 import argparse
+import atexit
 import hashlib
 import math
+import os
 import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 OPERATE = Path(__file__).resolve().parent
@@ -27,6 +34,11 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # TorchTitan's provided model per profile: (flavor registered by the module of that name, its job config). The
 # paper profile uses TorchTitan's own 16B flavor, which the checkers do not rebuild.
 TORCHTITAN_PROVIDED = {"smoke": ("deepseek_v2_smoke", "smoke.toml"), "gpu1": ("deepseek_v2_lite_4l", "gpu1.toml")}
+# Megatron-LM's pin (ate_bench.frameworks) and where the harness keeps its git mirror: ate_bench.workspace's
+# DEFAULT_CACHE_DIR / "git" / "megatron-lm.git". ATE_MEGATRON_SOURCE names another copy of the pin: a git mirror or a
+# `git archive` of it (.tar or .tar.gz, as tasks/operate/gpu1_golds.sh carries to the GPU machine).
+MEGATRON_COMMIT = "3bec9aa"
+MEGATRON_MIRROR = Path.home() / ".cache" / "pithtrain-ate" / "git" / "megatron-lm.git"
 
 
 def parse_args() -> argparse.Namespace:
@@ -78,6 +90,53 @@ def torchtitan_cpu_histc() -> None:
     standin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(standin)
     standin.count_histc_in_float()
+
+
+def pinned_megatron() -> Path | str:
+    """A directory whose `megatron/` is Megatron-LM's package at the pin, extracted from the harness's copy of it (never
+    the workspace's), put first on sys.path and imported from there; or the one-line reason it cannot be had."""
+    if "megatron" in sys.modules:
+        return Path(sys.modules["megatron"].__path__[0]).parent
+    source = Path(os.environ.get("ATE_MEGATRON_SOURCE", MEGATRON_MIRROR))
+    out = Path(tempfile.mkdtemp(prefix="pinned-megatron-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    if source.is_dir():  # a git mirror: its tree at the pin
+        archive = subprocess.run(
+            ["git", "-C", str(source), "archive", "--format=tar", MEGATRON_COMMIT, "megatron"], capture_output=True
+        )
+        tar, commit = archive.stdout, MEGATRON_COMMIT if archive.returncode == 0 else ""
+    elif source.is_file():  # a `git archive` of the pin: its commit is in the tar's pax header
+        tar = subprocess.run(["gzip", "-dcf", str(source)], capture_output=True).stdout
+        commit = subprocess.run(["git", "get-tar-commit-id"], input=tar, capture_output=True).stdout.decode().strip()
+    else:
+        return f"checker: no Megatron-LM {MEGATRON_COMMIT} to read the run with: {source} is missing"
+    if not commit.startswith(MEGATRON_COMMIT):
+        return f"checker: {source} does not hold Megatron-LM at {MEGATRON_COMMIT} (found {commit or 'nothing'})"
+    subprocess.run(["tar", "-xf", "-", "-C", str(out), "megatron"], input=tar, check=True, capture_output=True)
+    sys.path.insert(0, str(out))
+    import megatron
+
+    assert Path(megatron.__path__[0]).parent == out, megatron.__path__
+    return out
+
+
+def megatron_dataset_helpers(root: Path) -> str | None:
+    """Compile the pinned megatron's dataset helpers with its own Makefile (its C++ sample index), or the reason not.
+    pybind11's headers come from the pybind11 package or else from the copy torch ships."""
+    import torch
+
+    try:
+        import pybind11
+
+        pybind = pybind11.get_include()
+    except ImportError:
+        pybind = str(Path(torch.__file__).parent / "include")
+    flags = f"CPPFLAGS=-I{pybind} -I{sysconfig.get_paths()['include']}"
+    suffix = f"LIBEXT={sysconfig.get_config_var('EXT_SUFFIX')}"
+    done = subprocess.run(["make", "-C", str(root / "megatron/core/datasets"), flags, suffix], capture_output=True)
+    if done.returncode:
+        return f"checker: Megatron-LM's dataset helpers do not compile: {done.stderr.decode()[-300:]}"
+    return None
 
 
 def sha256(path: Path) -> str:
