@@ -162,6 +162,17 @@ def _checker_packages() -> list[Path]:
     return [Path(p) for p in (spec.submodule_search_locations or []) if os.path.isdir(p)] if spec else []
 
 
+def _checker_pinned_source(framework: str) -> Path | None:
+    """Megatron-LM's pinned source for its checkers (tasks/operate/operate_check.pinned_megatron): the caller's
+    ATE_MEGATRON_SOURCE, else the git mirror materialize clones into; under the checker's HOME and sandbox neither
+    is found on its own."""
+    if framework != "megatron-lm":
+        return None
+    named = os.environ.get("ATE_MEGATRON_SOURCE")
+    source = Path(named) if named else DEFAULT_CACHE_DIR / "git" / "megatron-lm.git"
+    return source.resolve() if source.exists() else None
+
+
 def run_checker(
     task: TaskSpec,
     framework: str,
@@ -191,9 +202,12 @@ def run_checker(
     home = log_dir / "check-home"
     home.mkdir(parents=True, exist_ok=True)
     env = {**_minimal_env(BASE_ENV, home, home), "PYTHONDONTWRITEBYTECODE": "1"}
+    pinned = _checker_pinned_source(framework)
+    if pinned:  # the operate checkers read Megatron-LM's pin from it, never from the workspace
+        env["ATE_MEGATRON_SOURCE"] = str(pinned)
     if isolated:
         hidden = _hidden(task.dir.parent.parent, log_dir, workspace.parent)
-        readable = [task.dir.parent, answer, *_checker_packages()]
+        readable = [task.dir.parent, answer, *_checker_packages(), *([pinned] if pinned else [])]
         box = sandbox.make_sandbox([workspace, home], readable, hidden, env.get("PATH", ""), argv[0])
         argv = sandbox.wrap(argv, box)
     done = run_process_tree(
