@@ -39,6 +39,7 @@ TORCHTITAN_PROVIDED = {"smoke": ("deepseek_v2_smoke", "smoke.toml"), "gpu1": ("d
 # `git archive` of it (.tar or .tar.gz, as tasks/operate/gpu1_golds.sh carries to the GPU machine).
 MEGATRON_COMMIT = "3bec9aa"
 MEGATRON_MIRROR = Path.home() / ".cache" / "pithtrain-ate" / "git" / "megatron-lm.git"
+PINNED: list[Path] = []  # where pinned_megatron put the pin, once a process
 
 
 def parse_args() -> argparse.Namespace:
@@ -95,8 +96,8 @@ def torchtitan_cpu_histc() -> None:
 def pinned_megatron() -> Path | str:
     """A directory whose `megatron/` is Megatron-LM's package at the pin, extracted from the harness's copy of it (never
     the workspace's), put first on sys.path and imported from there; or the one-line reason it cannot be had."""
-    if "megatron" in sys.modules:
-        return Path(sys.modules["megatron"].__path__[0]).parent
+    if PINNED:
+        return PINNED[0]
     source = Path(os.environ.get("ATE_MEGATRON_SOURCE", MEGATRON_MIRROR))
     out = Path(tempfile.mkdtemp(prefix="pinned-megatron-"))
     atexit.register(shutil.rmtree, out, ignore_errors=True)
@@ -116,7 +117,9 @@ def pinned_megatron() -> Path | str:
     sys.path.insert(0, str(out))
     import megatron
 
-    assert Path(megatron.__path__[0]).parent == out, megatron.__path__
+    if Path(megatron.__path__[0]).parent != out:  # imported before from elsewhere: not the pin
+        return f"checker: megatron was imported from {megatron.__path__[0]} before the pinned copy"
+    PINNED.append(out)
     return out
 
 

@@ -230,6 +230,7 @@ def pinned_megatron_unloaded():
     path = list(sys.path)
     yield
     sys.path[:] = path
+    oc.PINNED.clear()
     for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
         del sys.modules[name]
 
@@ -262,6 +263,10 @@ def test_megatron_checkpoint_against_export(tmp_path, pinned_megatron_unloaded):
     assert "not the trained model" in check.megatron_logits_failure(tmp_path, MEGATRON_TINY)
     (tmp_path / "artifacts" / "checkpoint" / "latest_checkpointed_iteration.txt").write_text("20")
     assert "not 25" in check.megatron_logits_failure(tmp_path, MEGATRON_TINY)
+    (tmp_path / "artifacts" / "checkpoint" / "latest_checkpointed_iteration.txt").write_text("25")
+    state["embedding.word_embeddings.weight"] = state["embedding.word_embeddings.weight"][:200]  # the tokenizer's rows
+    torch.save({"args": run, "iteration": 25, "checkpoint_version": 3.0, "model": state}, out / "model_optim_rng.pt")
+    assert "not the provided model" in check.megatron_logits_failure(tmp_path, MEGATRON_TINY)
 
 
 def test_megatron_routing_margin():

@@ -327,18 +327,17 @@ def megatron_logits_failure(ws: Path, model_table: dict) -> str | None:
     except (KeyError, RuntimeError) as e:
         return f"the checkpoint holds a tensor the provided model has not: {e}"
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    reference = AutoModelForCausalLM.from_config(reference_config(model_table), dtype=torch.float32)
-    missing, unexpected = reference.load_state_dict(hf_state, strict=False)
-    wrong = {
-        k: tuple(v.shape)
-        for k, v in hf_state.items()
-        if k in reference.state_dict() and v.shape != reference.state_dict()[k].shape
-    }
-    if missing or unexpected or wrong:
+    with torch.device(device):  # the seeded init of a 2.25B model is slow on the CPU
+        reference = AutoModelForCausalLM.from_config(reference_config(model_table), dtype=torch.float32)
+    expected = {k: v.shape for k, v in reference.state_dict().items()}
+    missing, extra = sorted(expected.keys() - hf_state.keys()), sorted(hf_state.keys() - expected.keys())
+    wrong = {k: tuple(v.shape) for k, v in hf_state.items() if k in expected and v.shape != expected[k]}
+    if missing or extra or wrong:
         return (
-            f"the checkpoint is not the provided model: missing {sorted(missing)[:4]}, extra {sorted(unexpected)[:4]}, "
+            f"the checkpoint is not the provided model: missing {missing[:4]}, extra {extra[:4]}, "
             f"other shapes {dict(list(wrong.items())[:4])}"
         )
+    reference.load_state_dict(hf_state)
     ids = torch.randint(0, min(2048, model_table["vocab_size"]), (2, 32), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         want = reference.to(device).eval()(ids.to(device)).logits.float().cpu()
