@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ate_bench import agents, sandbox
+from ate_bench.frameworks import FRAMEWORKS
 from ate_bench.gpu import GpuSampler, SampleSource, gpu_inventory, nvidia_smi_source
 from ate_bench.metrics import METRIC_COLUMNS, GpuUsage, Metrics, compute_metrics
 from ate_bench.procs import ProcessResult, make_tree_predicate, run_process_tree
@@ -164,13 +165,15 @@ def _checker_packages() -> list[Path]:
 
 def _checker_pinned_source(framework: str) -> Path | None:
     """Megatron-LM's pinned source for its checkers (tasks/operate/operate_check.pinned_megatron): the caller's
-    ATE_MEGATRON_SOURCE, else the git mirror materialize clones into; under the checker's HOME and sandbox neither
-    is found on its own."""
+    ATE_MEGATRON_SOURCE, else the git mirror or carried archive materialize reads; under the checker's HOME and
+    sandbox it would find neither on its own."""
     if framework != "megatron-lm":
         return None
+    git = DEFAULT_CACHE_DIR / "git"
     named = os.environ.get("ATE_MEGATRON_SOURCE")
-    source = Path(named) if named else DEFAULT_CACHE_DIR / "git" / "megatron-lm.git"
-    return source.resolve() if source.exists() else None
+    pin = FRAMEWORKS[framework].git_commit
+    candidates = [Path(named)] if named else [git / f"{framework}.git", git / f"{framework}-{pin}.tar.xz"]
+    return next((c.resolve() for c in candidates if c.exists()), None)
 
 
 def run_checker(

@@ -34,11 +34,12 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # TorchTitan's provided model per profile: (flavor registered by the module of that name, its job config). The
 # paper profile uses TorchTitan's own 16B flavor, which the checkers do not rebuild.
 TORCHTITAN_PROVIDED = {"smoke": ("deepseek_v2_smoke", "smoke.toml"), "gpu1": ("deepseek_v2_lite_4l", "gpu1.toml")}
-# Megatron-LM's pin (ate_bench.frameworks) and where the harness keeps its git mirror: ate_bench.workspace's
-# DEFAULT_CACHE_DIR / "git" / "megatron-lm.git". ATE_MEGATRON_SOURCE names another copy of the pin: a git mirror or a
-# `git archive` of it (.tar or .tar.gz, as tasks/operate/gpu1_golds.sh carries to the GPU machine).
+# Megatron-LM's pin (ate_bench.frameworks) as the harness keeps it (ate_bench.workspace: DEFAULT_CACHE_DIR / "git"):
+# its git mirror, or a carried `git archive` of the commit (tasks/megatron_pin.sh). ATE_MEGATRON_SOURCE names another
+# copy: a mirror or such an archive (tasks/operate/gpu1_golds.sh sets it to the one it carries).
 MEGATRON_COMMIT = "3bec9aa"
 MEGATRON_MIRROR = Path.home() / ".cache" / "pithtrain-ate" / "git" / "megatron-lm.git"
+MEGATRON_CARRIED = MEGATRON_MIRROR.with_name(f"megatron-lm-{MEGATRON_COMMIT}.tar.xz")
 PINNED: list[Path] = []  # where pinned_megatron put the pin, once a process
 
 
@@ -93,27 +94,36 @@ def torchtitan_cpu_histc() -> None:
     standin.count_histc_in_float()
 
 
+def megatron_source() -> Path | None:
+    """Where the pin is: ATE_MEGATRON_SOURCE if set, else the harness's mirror, else its carried archive."""
+    named = os.environ.get("ATE_MEGATRON_SOURCE")
+    found = [Path(named)] if named else [p for p in (MEGATRON_MIRROR, MEGATRON_CARRIED) if p.exists()]
+    return found[0] if found and found[0].exists() else None
+
+
 def pinned_megatron() -> Path | str:
     """A directory whose `megatron/` is Megatron-LM's package at the pin, extracted from the harness's copy of it (never
     the workspace's), put first on sys.path and imported from there; or the one-line reason it cannot be had."""
+    import io
+    import tarfile
+
     if PINNED:
         return PINNED[0]
-    source = Path(os.environ.get("ATE_MEGATRON_SOURCE", MEGATRON_MIRROR))
+    source = megatron_source()
+    if source is None:
+        where = os.environ.get("ATE_MEGATRON_SOURCE") or f"{MEGATRON_MIRROR} nor {MEGATRON_CARRIED}"
+        return f"checker: no Megatron-LM {MEGATRON_COMMIT} to read the run with: there is no {where}"
+    if source.is_dir():  # a git mirror: its tree at the pin
+        done = subprocess.run(["git", "-C", str(source), "archive", MEGATRON_COMMIT, "megatron"], capture_output=True)
+        tar = tarfile.open(fileobj=io.BytesIO(done.stdout)) if done.returncode == 0 else None
+    else:  # a `git archive` (plain, gz or xz): its pax header names the commit
+        tar = tarfile.open(source)
+    commit = tar.pax_headers.get("comment", "") if tar else ""
+    if not commit.startswith(MEGATRON_COMMIT):
+        return f"checker: {source} does not hold Megatron-LM at {MEGATRON_COMMIT} (it names '{commit}')"
     out = Path(tempfile.mkdtemp(prefix="pinned-megatron-"))
     atexit.register(shutil.rmtree, out, ignore_errors=True)
-    if source.is_dir():  # a git mirror: its tree at the pin
-        archive = subprocess.run(
-            ["git", "-C", str(source), "archive", "--format=tar", MEGATRON_COMMIT, "megatron"], capture_output=True
-        )
-        tar, commit = archive.stdout, MEGATRON_COMMIT if archive.returncode == 0 else ""
-    elif source.is_file():  # a `git archive` of the pin: its commit is in the tar's pax header
-        tar = subprocess.run(["gzip", "-dcf", str(source)], capture_output=True).stdout
-        commit = subprocess.run(["git", "get-tar-commit-id"], input=tar, capture_output=True).stdout.decode().strip()
-    else:
-        return f"checker: no Megatron-LM {MEGATRON_COMMIT} to read the run with: {source} is missing"
-    if not commit.startswith(MEGATRON_COMMIT):
-        return f"checker: {source} does not hold Megatron-LM at {MEGATRON_COMMIT} (found {commit or 'nothing'})"
-    subprocess.run(["tar", "-xf", "-", "-C", str(out), "megatron"], input=tar, check=True, capture_output=True)
+    tar.extractall(out, members=[m for m in tar if m.name.startswith("megatron/")], filter="data")
     sys.path.insert(0, str(out))
     import megatron
 
