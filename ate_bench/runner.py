@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ate_bench import agents, sandbox
+from ate_bench.frameworks import FRAMEWORKS
 from ate_bench.gpu import GpuSampler, SampleSource, gpu_inventory, nvidia_smi_source
 from ate_bench.metrics import METRIC_COLUMNS, GpuUsage, Metrics, compute_metrics
 from ate_bench.procs import ProcessResult, make_tree_predicate, run_process_tree
@@ -162,6 +163,19 @@ def _checker_packages() -> list[Path]:
     return [Path(p) for p in (spec.submodule_search_locations or []) if os.path.isdir(p)] if spec else []
 
 
+def _checker_pinned_source(framework: str) -> Path | None:
+    """Megatron-LM's pinned source for its checkers (tasks/operate/operate_check.pinned_megatron): the caller's
+    ATE_MEGATRON_SOURCE, else the git mirror or carried archive materialize reads; under the checker's HOME and
+    sandbox it would find neither on its own."""
+    if framework != "megatron-lm":
+        return None
+    git = DEFAULT_CACHE_DIR / "git"
+    named = os.environ.get("ATE_MEGATRON_SOURCE")
+    pin = FRAMEWORKS[framework].git_commit
+    candidates = [Path(named)] if named else [git / f"{framework}.git", git / f"{framework}-{pin}.tar.xz"]
+    return next((c.resolve() for c in candidates if c.exists()), None)
+
+
 def run_checker(
     task: TaskSpec,
     framework: str,
@@ -191,9 +205,12 @@ def run_checker(
     home = log_dir / "check-home"
     home.mkdir(parents=True, exist_ok=True)
     env = {**_minimal_env(BASE_ENV, home, home), "PYTHONDONTWRITEBYTECODE": "1"}
+    pinned = _checker_pinned_source(framework)
+    if pinned:  # the operate checkers read Megatron-LM's pin from it, never from the workspace
+        env["ATE_MEGATRON_SOURCE"] = str(pinned)
     if isolated:
         hidden = _hidden(task.dir.parent.parent, log_dir, workspace.parent)
-        readable = [task.dir.parent, answer, *_checker_packages()]
+        readable = [task.dir.parent, answer, *_checker_packages(), *([pinned] if pinned else [])]
         box = sandbox.make_sandbox([workspace, home], readable, hidden, env.get("PATH", ""), argv[0])
         argv = sandbox.wrap(argv, box)
     done = run_process_tree(

@@ -30,6 +30,7 @@ FRAMEWORK=${FRAMEWORK:-pithtrain}
 SDIST=${SDIST:-$REPO/.whl/torchtitan-0.2.2.tar.gz}
 MEGATRON_COMMIT=3bec9aa
 MEGATRON_ARCHIVE=${MEGATRON_ARCHIVE:-$REPO/.whl/megatron-lm-$MEGATRON_COMMIT.tar.xz}
+export ATE_MEGATRON_SOURCE=${ATE_MEGATRON_SOURCE:-$MEGATRON_ARCHIVE}  # the checkers read the pin from it, never the workspace
 mkdir -p "$OUT"
 LOG="$OUT/gpu1_golds.log"
 ROWS=$(mktemp)

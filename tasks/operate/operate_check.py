@@ -9,9 +9,16 @@ from one trap; `newest_log` takes the latest by its stamp (the agent may have ru
 """
 
 import argparse
+import atexit
 import hashlib
 import math
+import os
 import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
 OPERATE = Path(__file__).resolve().parent
@@ -27,6 +34,13 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # TorchTitan's provided model per profile: (flavor registered by the module of that name, its job config). The
 # paper profile uses TorchTitan's own 16B flavor, which the checkers do not rebuild.
 TORCHTITAN_PROVIDED = {"smoke": ("deepseek_v2_smoke", "smoke.toml"), "gpu1": ("deepseek_v2_lite_4l", "gpu1.toml")}
+# Megatron-LM's pin (ate_bench.frameworks) as the harness keeps it (ate_bench.workspace: DEFAULT_CACHE_DIR / "git"):
+# its git mirror, or a carried `git archive` of the commit (tasks/megatron_pin.sh). ATE_MEGATRON_SOURCE names another
+# copy: a mirror or such an archive (tasks/operate/gpu1_golds.sh sets it to the one it carries).
+MEGATRON_COMMIT = "3bec9aa"
+MEGATRON_MIRROR = Path.home() / ".cache" / "pithtrain-ate" / "git" / "megatron-lm.git"
+MEGATRON_CARRIED = MEGATRON_MIRROR.with_name(f"megatron-lm-{MEGATRON_COMMIT}.tar.xz")
+PINNED: list[Path] = []  # where pinned_megatron put the pin, once a process
 
 
 def parse_args() -> argparse.Namespace:
@@ -78,6 +92,64 @@ def torchtitan_cpu_histc() -> None:
     standin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(standin)
     standin.count_histc_in_float()
+
+
+def megatron_source() -> Path | None:
+    """Where the pin is: ATE_MEGATRON_SOURCE if set, else the harness's mirror, else its carried archive."""
+    named = os.environ.get("ATE_MEGATRON_SOURCE")
+    found = [Path(named)] if named else [p for p in (MEGATRON_MIRROR, MEGATRON_CARRIED) if p.exists()]
+    return found[0] if found and found[0].exists() else None
+
+
+def pinned_megatron() -> Path | str:
+    """A directory whose `megatron/` is Megatron-LM's package at the pin, extracted from the harness's copy of it (never
+    the workspace's), put first on sys.path and imported from there; or the one-line reason it cannot be had."""
+    import io
+    import tarfile
+
+    if PINNED:
+        return PINNED[0]
+    source = megatron_source()
+    if source is None:
+        where = os.environ.get("ATE_MEGATRON_SOURCE") or f"{MEGATRON_MIRROR} nor {MEGATRON_CARRIED}"
+        return f"checker: no Megatron-LM {MEGATRON_COMMIT} to read the run with: there is no {where}"
+    if source.is_dir():  # a git mirror: its tree at the pin
+        done = subprocess.run(["git", "-C", str(source), "archive", MEGATRON_COMMIT, "megatron"], capture_output=True)
+        tar = tarfile.open(fileobj=io.BytesIO(done.stdout)) if done.returncode == 0 else None
+    else:  # a `git archive` (plain, gz or xz): its pax header names the commit
+        tar = tarfile.open(source)
+    commit = tar.pax_headers.get("comment", "") if tar else ""
+    if not commit.startswith(MEGATRON_COMMIT):
+        return f"checker: {source} does not hold Megatron-LM at {MEGATRON_COMMIT} (it names '{commit}')"
+    out = Path(tempfile.mkdtemp(prefix="pinned-megatron-"))
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    tar.extractall(out, members=[m for m in tar if m.name.startswith("megatron/")], filter="data")
+    sys.path.insert(0, str(out))
+    import megatron
+
+    if Path(megatron.__path__[0]).parent != out:  # imported before from elsewhere: not the pin
+        return f"checker: megatron was imported from {megatron.__path__[0]} before the pinned copy"
+    PINNED.append(out)
+    return out
+
+
+def megatron_dataset_helpers(root: Path) -> str | None:
+    """Compile the pinned megatron's dataset helpers with its own Makefile (its C++ sample index), or the reason not.
+    pybind11's headers come from the pybind11 package or else from the copy torch ships."""
+    import torch
+
+    try:
+        import pybind11
+
+        pybind = pybind11.get_include()
+    except ImportError:
+        pybind = str(Path(torch.__file__).parent / "include")
+    flags = f"CPPFLAGS=-I{pybind} -I{sysconfig.get_paths()['include']}"
+    suffix = f"LIBEXT={sysconfig.get_config_var('EXT_SUFFIX')}"
+    done = subprocess.run(["make", "-C", str(root / "megatron/core/datasets"), flags, suffix], capture_output=True)
+    if done.returncode:
+        return f"checker: Megatron-LM's dataset helpers do not compile: {done.stderr.decode()[-300:]}"
+    return None
 
 
 def sha256(path: Path) -> str:

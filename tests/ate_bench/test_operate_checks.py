@@ -158,3 +158,133 @@ def test_empty_workspace_fails_without_error(tmp_path, slug, framework, capsys, 
     assert check.main() == 1
     out = capsys.readouterr().out.splitlines()
     assert out and all(line.startswith("FAIL: ") for line in out)
+
+
+MEGATRON_TINY = dict(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2, first_k_dense_replace=1,
+                     num_attention_heads=2, q_lora_rank=0, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                     v_head_dim=16, n_routed_experts=4, n_shared_experts=2, num_experts_per_tok=2,
+                     moe_intermediate_size=8, norm_topk_prob=False, rope_factor=40.0,
+                     rope_original_max_position_embeddings=4096, max_position_embeddings=163840)  # fmt: skip
+
+
+def megatron_state(hf: dict, grouped: bool = False) -> dict:
+    """A tiny Megatron-Core GPTModel state dict written from transformers' DeepseekV2 tensors, the other way round from
+    the checker (its SequentialMLP names, or GroupedMLP's weight1/weight2 when `grouped`), with the extra states."""
+    import torch
+
+    out = {"embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
+           "decoder.final_layernorm.weight": hf["model.norm.weight"], "output_layer.weight": hf["lm_head.weight"],
+           "output_layer._extra_state": None}  # fmt: skip
+    for i in range(MEGATRON_TINY["num_hidden_layers"]):
+        h, m = f"model.layers.{i}.", f"decoder.layers.{i}."
+        for mm, hh in (("input_layernorm", "input_layernorm"), ("pre_mlp_layernorm", "post_attention_layernorm"),
+                       ("self_attention.linear_q_proj", "self_attn.q_proj"),
+                       ("self_attention.linear_kv_down_proj", "self_attn.kv_a_proj_with_mqa"),
+                       ("self_attention.kv_layernorm", "self_attn.kv_a_layernorm"),
+                       ("self_attention.linear_kv_up_proj", "self_attn.kv_b_proj"),
+                       ("self_attention.linear_proj", "self_attn.o_proj")):  # fmt: skip
+            out[f"{m}{mm}.weight"] = hf[f"{h}{hh}.weight"]
+        mlps = ["mlp."] if h + "mlp.gate_proj.weight" in hf else ["mlp.shared_experts."]
+        for mlp in mlps:
+            gate_up = [hf[f"{h}{mlp}gate_proj.weight"], hf[f"{h}{mlp}up_proj.weight"]]
+            out[f"{m}{mlp}linear_fc1.weight"] = torch.cat(gate_up)
+            out[f"{m}{mlp}linear_fc2.weight"] = hf[f"{h}{mlp}down_proj.weight"]
+            out[f"{m}{mlp}linear_fc1._extra_state"] = None
+        if h + "mlp.gate.weight" in hf:
+            out[m + "mlp.router.weight"] = hf[h + "mlp.gate.weight"]
+            fc1, fc2 = hf[h + "mlp.experts.gate_up_proj"], hf[h + "mlp.experts.down_proj"]  # (E, 2I, H), (E, H, I)
+            if grouped:
+                out[m + "mlp.experts.weight1"] = fc1.transpose(1, 2).reshape(fc1.shape[2], -1)  # raw view (E, H, 2I)
+                out[m + "mlp.experts.weight2"] = fc2.transpose(1, 2).reshape(-1, fc2.shape[1])
+            for e in range(fc1.shape[0] if not grouped else 0):
+                out[f"{m}mlp.experts.local_experts.{e}.linear_fc1.weight"] = fc1[e]
+                out[f"{m}mlp.experts.local_experts.{e}.linear_fc2.weight"] = fc2[e]
+    return out
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_megatron_export_mapping(grouped):
+    """operate-02's own Megatron -> transformers mapping inverts a Megatron state dict exactly (SequentialMLP and
+    GroupedMLP experts, the fused [gate; up] fc1); a swapped fc1 maps to other weights."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM
+
+    check = load("02-train-evaluate")
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(check.reference_config(MEGATRON_TINY)).state_dict()
+    mapped = check.megatron_as_hf(megatron_state(hf, grouped), MEGATRON_TINY["n_routed_experts"])
+    assert sorted(mapped) == sorted(hf)
+    assert all(torch.equal(mapped[k], hf[k].float()) for k in hf)
+    state = megatron_state(hf, grouped)
+    state["decoder.layers.0.mlp.linear_fc1.weight"] = state["decoder.layers.0.mlp.linear_fc1.weight"].flip(0)
+    assert not torch.equal(check.megatron_as_hf(state, 4)["model.layers.0.mlp.gate_proj.weight"], hf[
+        "model.layers.0.mlp.gate_proj.weight"])  # fmt: skip
+    with pytest.raises(KeyError):
+        check.megatron_as_hf({**state, "decoder.layers.0.mlp.unknown.weight": torch.zeros(1)}, 4)
+
+
+@pytest.fixture
+def pinned_megatron_unloaded():
+    """The pinned megatron that operate_check imports stays out of the other tests' way."""
+    path = list(sys.path)
+    yield
+    sys.path[:] = path
+    oc.PINNED.clear()
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        del sys.modules[name]
+
+
+def test_megatron_checkpoint_against_export(tmp_path, pinned_megatron_unloaded):
+    """operate-02's megatron-lm comparison on a tiny torch-format checkpoint: its own export PASSes, a fresh model's
+    FAILs, another iteration FAILs. Needs Megatron-LM's pin (the harness's mirror) to read the pickled arguments."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if isinstance(oc.pinned_megatron(), str):
+        pytest.skip(f"no Megatron-LM {oc.MEGATRON_COMMIT} (mirror, carried archive or ATE_MEGATRON_SOURCE)")
+    import argparse
+
+    from transformers import AutoModelForCausalLM
+
+    check = load("02-train-evaluate")
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(check.reference_config(MEGATRON_TINY))
+    run = argparse.Namespace(**check.MLM_RUN, **check.megatron_shape(MEGATRON_TINY))
+    out = tmp_path / "artifacts" / "checkpoint" / "iter_0000025" / "mp_rank_00"
+    out.mkdir(parents=True)
+    state = megatron_state({k: v.to(torch.bfloat16) for k, v in hf.state_dict().items()})
+    torch.save({"args": run, "iteration": 25, "checkpoint_version": 3.0, "model": state}, out / "model_optim_rng.pt")
+    (tmp_path / "artifacts" / "checkpoint" / "latest_checkpointed_iteration.txt").write_text("25")
+    hf.to(torch.bfloat16).save_pretrained(tmp_path / "artifacts" / "hf-export")
+    assert check.megatron_logits_failure(tmp_path, MEGATRON_TINY) is None
+    AutoModelForCausalLM.from_config(check.reference_config(MEGATRON_TINY)).save_pretrained(
+        tmp_path / "artifacts" / "hf-export"
+    )
+    assert "not the trained model" in check.megatron_logits_failure(tmp_path, MEGATRON_TINY)
+    (tmp_path / "artifacts" / "checkpoint" / "latest_checkpointed_iteration.txt").write_text("20")
+    assert "not 25" in check.megatron_logits_failure(tmp_path, MEGATRON_TINY)
+    (tmp_path / "artifacts" / "checkpoint" / "latest_checkpointed_iteration.txt").write_text("25")
+    state["embedding.word_embeddings.weight"] = state["embedding.word_embeddings.weight"][:200]  # the tokenizer's rows
+    torch.save({"args": run, "iteration": 25, "checkpoint_version": 3.0, "model": state}, out / "model_optim_rng.pt")
+    assert "not the provided model" in check.megatron_logits_failure(tmp_path, MEGATRON_TINY)
+
+
+def test_megatron_routing_margin():
+    """operate-03's megatron-lm agreement: the recomputed top-k passes, near ties may flip, a shuffled or random trace
+    FAILs, and logits with no clear top-k FAIL as a check not made."""
+    check = load("03-routing-trace")
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 64, 16)).astype(np.float32)
+    ids = np.argsort(-logits, -1)[..., :6].astype(np.int32)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    w = np.take_along_axis(p, ids, -1)
+    w = (w / w.sum(-1, keepdims=True)).astype(np.float32)
+    assert check.margin_failures(ids, w, logits, 6, 1e-4) == []
+    z = np.sort(logits, -1)[..., ::-1]
+    tie = (z[..., 5] - z[..., 6]) < 0.05 * logits.std(-1)  # near ties: a bf16 run may pick the 7th instead
+    flipped = ids.copy()
+    flipped[tie, 5] = np.argsort(-logits, -1)[..., 6][tie]
+    assert tie.any() and check.margin_failures(flipped, w, logits, 6, 1e-4) == []
+    shuffled = ids.reshape(-1, 6)[rng.permutation(128)].reshape(ids.shape)
+    assert "not the model's routing" in check.margin_failures(shuffled, w, logits, 6, 1e-4)[0]
+    assert "cannot be made" in check.margin_failures(ids, w, np.zeros_like(logits), 6, 1e-4)[0]
