@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +57,11 @@ DEFAULT_WORK_ROOT = Path(tempfile.gettempdir()) / "ate-bench"
 # Passed to the agent and the checker by name; nothing else from the caller's environment is.
 BASE_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES")
 BASE_ENV += ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+# AF_UNIX socket paths stop at 107 bytes, and Python's multiprocessing (DataLoader workers, Megatron-LM's data
+# queue) binds its sockets under TMPDIR: a TMPDIR deep in the work root or the results hung Megatron-LM's trainer on
+# the H200 (its queue's feeder thread died with "AF_UNIX path too long"; the main process waited forever). So each
+# agent, gold script and checker gets a fresh short TMPDIR here, removed when it ends.
+SHORT_TMP_ROOT = Path("/tmp") if os.path.isdir("/tmp") else Path(tempfile.gettempdir())
 NO_SANDBOX = "no sandbox: {why}; pass --no-sandbox to run without one (the record says so)"
 
 
@@ -155,6 +161,16 @@ def _minimal_env(names: tuple[str, ...], home: Path, tmp: Path) -> dict[str, str
     return {**env, "HOME": str(home), "TMPDIR": str(tmp)}
 
 
+@contextlib.contextmanager
+def short_tmpdir(prefix: str) -> Iterator[Path]:
+    """A fresh TMPDIR under SHORT_TMP_ROOT for one process tree, removed after it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=SHORT_TMP_ROOT))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _checker_packages() -> list[Path]:
     """pithtrain as the harness's Python imports it: operate checkers import it, and an editable install (a
     nox session's `pip install -e .`) points into this checkout, which the sandbox hides: operate-02's
@@ -204,23 +220,24 @@ def run_checker(
     argv += ["--answer", str(answer)] + (["--profile", profile] if profile else []) + list(extra_args)
     home = log_dir / "check-home"
     home.mkdir(parents=True, exist_ok=True)
-    env = {**_minimal_env(BASE_ENV, home, home), "PYTHONDONTWRITEBYTECODE": "1"}
-    pinned = _checker_pinned_source(framework)
-    if pinned:  # the operate checkers read Megatron-LM's pin from it, never from the workspace
-        env["ATE_MEGATRON_SOURCE"] = str(pinned)
-    if isolated:
-        hidden = _hidden(task.dir.parent.parent, log_dir, workspace.parent)
-        readable = [task.dir.parent, answer, *_checker_packages(), *([pinned] if pinned else [])]
-        box = sandbox.make_sandbox([workspace, home], readable, hidden, env.get("PATH", ""), argv[0])
-        argv = sandbox.wrap(argv, box)
-    done = run_process_tree(
-        argv,
-        cwd=workspace,
-        env=env,
-        time_limit_s=task.check_time_limit_min * 60,
-        on_line=lambda t, line: lines.append(line),
-        stderr_path=log_dir / "check.stderr",
-    )
+    with short_tmpdir("ate-check-") as tmp:
+        env = {**_minimal_env(BASE_ENV, home, tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+        pinned = _checker_pinned_source(framework)
+        if pinned:  # the operate checkers read Megatron-LM's pin from it, never from the workspace
+            env["ATE_MEGATRON_SOURCE"] = str(pinned)
+        if isolated:
+            hidden = _hidden(task.dir.parent.parent, log_dir, workspace.parent)
+            readable = [task.dir.parent, answer, *_checker_packages(), *([pinned] if pinned else [])]
+            box = sandbox.make_sandbox([workspace, home, tmp], readable, hidden, env.get("PATH", ""), argv[0])
+            argv = sandbox.wrap(argv, box)
+        done = run_process_tree(
+            argv,
+            cwd=workspace,
+            env=env,
+            time_limit_s=task.check_time_limit_min * 60,
+            on_line=lambda t, line: lines.append(line),
+            stderr_path=log_dir / "check.stderr",
+        )
     output = "\n".join(lines)
     (log_dir / "check.log").write_text(output + "\n")
     stderr = (log_dir / "check.stderr").read_text(errors="replace")
@@ -313,7 +330,7 @@ class _Plan:
 
     run_id: str
     work: Path
-    """work_root/run_id: the workspace, the agent's HOME, TMPDIR and outbox."""
+    """work_root/run_id: the workspace, the agent's HOME and outbox (its TMPDIR is short_tmpdir's)."""
     run_dir: Path
     profile: str
     prompt: str
@@ -351,11 +368,11 @@ def run_once(opts: RunOptions) -> Path:
     git_config = (ws.path / ".git" / "config").read_bytes()
     hashes = opts.task.file_hashes(opts.framework)
     before = _Before(TaskFiles(opts.task), hashes, tree_sha256(ws.path), baseline_commit(ws.path), git_config)
-    env = {**_minimal_env(BASE_ENV + opts.pass_env, plan.work / "home", plan.work / "tmp"), **plan.launch.env}
-    box = _agent_sandbox(opts, plan, ws.path, env.get("PATH", "")) if opts.sandbox else None
-
     # Phase 3: the agent, its stdout stamped line by line, GPUs sampled while it runs.
-    proc, gpu = _launch_agent(opts, plan, ws.path, env, box)
+    with short_tmpdir("ate-agent-") as tmp:
+        env = {**_minimal_env(BASE_ENV + opts.pass_env, plan.work / "home", tmp), **plan.launch.env}
+        box = _agent_sandbox(opts, plan, ws.path, tmp, env.get("PATH", "")) if opts.sandbox else None
+        proc, gpu = _launch_agent(opts, plan, ws.path, env, box)
 
     # Phase 4: transcript -> metrics; diff (before the checker, which may write); verdict.
     transcript, metrics, metric_error, answer = _read_transcript(opts, plan, proc, gpu)
@@ -439,7 +456,7 @@ def _plan(opts: RunOptions) -> _Plan:
 
 
 def _make_workspace(opts: RunOptions, plan: _Plan) -> Workspace:
-    """Phase 2: a fresh workspace, the agent's own HOME, TMPDIR and outbox (no user-level instruction files)."""
+    """Phase 2: a fresh workspace, the agent's own HOME and outbox (no user-level instruction files)."""
     try:
         ws = materialize(
             opts.framework,
@@ -458,21 +475,22 @@ def _make_workspace(opts: RunOptions, plan: _Plan) -> Workspace:
         if plan.endpoint:
             plan.endpoint.close()
         raise
-    for d in (plan.work / "home", plan.work / "tmp", plan.outbox, plan.run_dir):
+    for d in (plan.work / "home", plan.outbox, plan.run_dir):
         d.mkdir(parents=True, exist_ok=True)
     return ws
 
 
 def _hidden(*more: Path) -> list[Path]:
     """What no sandbox shows: this checkout, the caller's HOME (credentials, caches), the system temp
-    directory (other users' and runs' files) and `more`."""
-    return [REPO_ROOT, Path.home(), Path(tempfile.gettempdir()), *more]
+    directories (other users' and runs' files, the other processes' short TMPDIRs) and `more`."""
+    temps = dict.fromkeys([Path(tempfile.gettempdir()), SHORT_TMP_ROOT])
+    return [REPO_ROOT, Path.home(), *temps, *more]
 
 
-def _agent_sandbox(opts: RunOptions, plan: _Plan, workspace: Path, path_env: str) -> sandbox.Sandbox:
+def _agent_sandbox(opts: RunOptions, plan: _Plan, workspace: Path, tmp: Path, path_env: str) -> sandbox.Sandbox:
     """Writes: its workspace, HOME, TMPDIR and outbox. Hidden: the tasks (but the gold's own directory,
     for the `gold` agent), the results, every other run."""
-    writable = [workspace, plan.work / "home", plan.work / "tmp", plan.outbox]
+    writable = [workspace, plan.work / "home", tmp, plan.outbox]
     readable = [opts.task.gold_script(opts.framework).parent] if opts.agent == "gold" else []
     readable += plan.launch.readable
     hidden = _hidden(opts.task.dir.parent.parent, opts.results_dir, opts.work_root, opts.cache_dir)

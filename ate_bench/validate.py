@@ -40,7 +40,7 @@ from pathlib import Path
 from ate_bench import agents, sandbox
 from ate_bench.gpu import gpu_inventory
 from ate_bench.procs import run_process_tree
-from ate_bench.runner import BASE_ENV, NO_SANDBOX, _minimal_env, host_info, run_checker, script_logs
+from ate_bench.runner import BASE_ENV, NO_SANDBOX, _minimal_env, host_info, run_checker, script_logs, short_tmpdir
 from ate_bench.tasks import TaskError, TaskSpec, load_tasks, task_ids
 from ate_bench.workspace import REPO_ROOT, Workspace, materialize, repo_state, resolve_mode, tree_sha256
 
@@ -319,11 +319,12 @@ def _run_script(script: Path, profile: str, ws: Path, log_dir: Path, time_limit_
     launch = agents.script_launch(script, profile)
     home = log_dir / "home"
     home.mkdir(parents=True, exist_ok=True)
-    env = {**_minimal_env(BASE_ENV, home, home), **launch.env}
     lines: list[str] = []
-    done = run_process_tree(
-        launch.argv, ws, env, time_limit_s, lambda t, line: lines.append(line), log_dir / "script.stderr"
-    )
+    with short_tmpdir("ate-script-") as tmp:
+        env = {**_minimal_env(BASE_ENV, home, tmp), **launch.env}
+        done = run_process_tree(
+            launch.argv, ws, env, time_limit_s, lambda t, line: lines.append(line), log_dir / "script.stderr"
+        )
     tail = (log_dir / "script.stderr").read_text(errors="replace").strip()[-1500:]
     if done.timed_out:
         tail = f"ran past {time_limit_s:.0f} s; killed. {tail}"

@@ -38,15 +38,17 @@ WORK=$(mktemp -d /tmp/gpu1-golds.XXXX)
 START=$(date +%s)
 # gpu_run.sh may run these beside the feature tasks' trainers on the same GPU: grow allocations in place
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
+if [ "$FRAMEWORK" = megatron-lm ] && ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then  # what Megatron-LM imports that
+  # the GPU image lacks (tasks/feature/gpu1_golds.sh's header lists the wheels), on PYTHONPATH: the golds' venvs read
+  # it into their .pth, and the checkers and provided scripts inherit it
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$WORK/site" "$REPO"/.whl/*.whl || exit 1
+  export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 if ! command -v python >/dev/null; then  # the GPU image has python3 only; the golds call `python`: a venv's (a link
   # to python3 would lose the image's packages when python3 is itself a venv's), seeing the host's packages
   python3 -m venv --without-pip "$WORK/venv" || exit 1
   site=$("$WORK/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/host-packages.pth"
-  if [ "$FRAMEWORK" = megatron-lm ] && ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then  # what Megatron imports that
-    # the image lacks, carried as wheels (tasks/feature/gpu1_golds.sh's header lists them)
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$REPO"/.whl/*.whl || exit 1
-  fi
   export PATH="$WORK/venv/bin:$PATH"
 fi
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; python3 -c 'import torch; print("torch", torch.__version__)'; } >>"$LOG" 2>&1

@@ -221,6 +221,24 @@ def test_run_from_the_repo_root_with_the_default_results_dir(tmp_path):
             shutil.rmtree(REPO_ROOT / "results" / "ate" / run_id, ignore_errors=True)
 
 
+def test_agent_and_checker_tmpdirs_are_short_enough_for_unix_sockets(tmp_path):
+    """AF_UNIX paths stop at 107 bytes, and multiprocessing binds its sockets under TMPDIR: one deep in the work root
+    hung Megatron-LM's trainer. Here the gold and the checker each bind one, with the work root and the results
+    over 120 characters deep."""
+    task_dir = _copy_task(tmp_path, "toy-train", "operate")
+    bind = "from multiprocessing.connection import Listener; Listener(family='AF_UNIX').close()"
+    solve = task_dir / "gold" / "pithtrain" / "solve.sh"
+    solve.write_text(solve.read_text() + f'python3 -c "{bind}"\n')
+    check = task_dir / "check.py"
+    check.write_text(f"{bind}\n" + check.read_text())
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    task = load_tasks(tmp_path / "tasks")["operate-01"]
+    opts = RunOptions(task=task, framework="pithtrain", agent="gold", results_dir=deep / "r", work_root=deep / "w")
+    rec = json.loads(run_once(opts).read_text())
+    assert rec["verdict"]["status"] == "PASS", rec["verdict"]
+    assert rec["exit"]["returncode"] == 0
+
+
 def test_a_checker_that_raises_is_an_error_with_its_traceback(tmp_path, dirs, capsys):
     task_dir = _copy_task(tmp_path, "toy-cli")
     (task_dir / "check.py").write_text("raise RuntimeError('checker bug')\n")
