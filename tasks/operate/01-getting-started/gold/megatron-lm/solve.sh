@@ -14,8 +14,10 @@ case "$ATE_PROFILE" in
     # with anything carried on PYTHONPATH; megatron itself is the workspace's tree, not an installed copy
     python3 -m venv --without-pip .venv
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    { python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; tr ':' '\n' <<<"${PYTHONPATH:-}"; } \
-      | grep -v '^$' >"$site/host-packages.pth" ;;
+    # every directory on python3's path: PYTHONPATH's, and those that .pth files add (a .pth line is not read again
+    # for .pth files of its own, so the host's purelib alone can miss a venv's host packages)
+    python3 -c 'import os, sys; print("\n".join(p for p in sys.path if p and os.path.isdir(p)))' \
+      >"$site/host-packages.pth" ;;
   paper)  # the paper's machines: CUDA 12.8 wheels from PyTorch's index
     python3 -m venv .venv
     .venv/bin/pip install -q torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128
