@@ -5,6 +5,7 @@ The checkers end to end (gold PASS, noop and wrong cases FAIL) are proven by `py
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -99,6 +100,26 @@ def test_routing_schema(tmp_path):
     (tmp_path / "artifacts" / "routing-traces" / "step-00000004.npz").unlink()
     failures = []
     assert rt.load_traces(tmp_path, (2, 3, 5, 2), 8, failures) is None and "step-00000004" in failures[0]
+
+
+@pytest.mark.parametrize("framework", ["pithtrain", "torchtitan", "megatron-lm"])
+def test_routing_without_weights_fails(tmp_path, framework, capsys, monkeypatch):
+    """gpu1: traces of the right shape but checkpoint/ without the weights make_checkpoint.py writes FAIL with the
+    reason, not a traceback from loading the weights."""
+    check = load("03-routing-trace")
+    ids, w = routed(shape=(3, 8, 2048), experts=64, k=6)
+    write_traces(tmp_path, ids, w)
+    (tmp_path / "checkpoint").mkdir()
+    shutil.copy(OPERATE / "03-routing-trace" / "prepare" / "gpu1" / "pithtrain" / "checkpoint" / "config.json",
+                tmp_path / "checkpoint")  # fmt: skip
+    argv = ["check.py", "--workspace", str(tmp_path), "--framework", framework, "--answer", "/dev/null"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--profile", "gpu1"])
+    monkeypatch.chdir(tmp_path)
+    assert check.main() == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "FAIL: checkpoint/ holds no *.safetensors weights (the provided make_checkpoint.py or fetch.sh writes them): "
+        "the routing cannot be recomputed"
+    ]
 
 
 def test_routing_agreement():
