@@ -5,6 +5,9 @@ The checkers end to end (gold PASS, noop and wrong cases FAIL) are proven by `py
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,6 +102,26 @@ def test_routing_schema(tmp_path):
     (tmp_path / "artifacts" / "routing-traces" / "step-00000004.npz").unlink()
     failures = []
     assert rt.load_traces(tmp_path, (2, 3, 5, 2), 8, failures) is None and "step-00000004" in failures[0]
+
+
+@pytest.mark.parametrize("framework", ["pithtrain", "torchtitan", "megatron-lm"])
+def test_routing_without_weights_fails(tmp_path, framework, capsys, monkeypatch):
+    """gpu1: traces of the right shape but checkpoint/ without the weights make_checkpoint.py writes FAIL with the
+    reason, not a traceback from loading the weights."""
+    check = load("03-routing-trace")
+    ids, w = routed(shape=(3, 8, 2048), experts=64, k=6)
+    write_traces(tmp_path, ids, w)
+    (tmp_path / "checkpoint").mkdir()
+    shutil.copy(OPERATE / "03-routing-trace" / "prepare" / "gpu1" / "pithtrain" / "checkpoint" / "config.json",
+                tmp_path / "checkpoint")  # fmt: skip
+    argv = ["check.py", "--workspace", str(tmp_path), "--framework", framework, "--answer", "/dev/null"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--profile", "gpu1"])
+    monkeypatch.chdir(tmp_path)
+    assert check.main() == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "FAIL: checkpoint/ holds no *.safetensors weights (the provided make_checkpoint.py or fetch.sh writes them): "
+        "the routing cannot be recomputed"
+    ]
 
 
 def test_routing_agreement():
@@ -235,6 +258,31 @@ def pinned_megatron_unloaded():
         del sys.modules[name]
 
 
+def tiny_megatron_run(ws: Path):
+    """A tiny model's step-25 checkpoint in Megatron's torch format under ws/artifacts/checkpoint and its bf16 Hugging
+    Face export in ws/artifacts/hf-export, as operate-02's megatron-lm gold leaves them: (saved arguments, state). Its
+    weights are drawn from Megatron-LM's default --seed, 1234."""
+    import argparse
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    check = load("02-train-evaluate")
+    torch.manual_seed(1234)
+    hf = AutoModelForCausalLM.from_config(check.reference_config(MEGATRON_TINY))
+    run = argparse.Namespace(**check.MLM_RUN, **check.megatron_shape(MEGATRON_TINY))
+    # what the gold's export_hf.py reads besides
+    run.moe_router_num_groups, run.init_method_std = None, 0.02
+    run.max_position_embeddings = MEGATRON_TINY["max_position_embeddings"]
+    out = ws / "artifacts" / "checkpoint" / "iter_0000025" / "mp_rank_00"
+    out.mkdir(parents=True)
+    state = megatron_state({k: v.to(torch.bfloat16) for k, v in hf.state_dict().items()})
+    torch.save({"args": run, "iteration": 25, "checkpoint_version": 3.0, "model": state}, out / "model_optim_rng.pt")
+    (ws / "artifacts" / "checkpoint" / "latest_checkpointed_iteration.txt").write_text("25")
+    hf.to(torch.bfloat16).save_pretrained(ws / "artifacts" / "hf-export")
+    return run, state
+
+
 def test_megatron_checkpoint_against_export(tmp_path, pinned_megatron_unloaded):
     """operate-02's megatron-lm comparison on a tiny torch-format checkpoint: its own export PASSes, a fresh model's
     FAILs, another iteration FAILs. Needs Megatron-LM's pin (the harness's mirror) to read the pickled arguments."""
@@ -242,20 +290,11 @@ def test_megatron_checkpoint_against_export(tmp_path, pinned_megatron_unloaded):
     pytest.importorskip("transformers")
     if isinstance(oc.pinned_megatron(), str):
         pytest.skip(f"no Megatron-LM {oc.MEGATRON_COMMIT} (mirror, carried archive or ATE_MEGATRON_SOURCE)")
-    import argparse
-
     from transformers import AutoModelForCausalLM
 
     check = load("02-train-evaluate")
-    torch.manual_seed(0)
-    hf = AutoModelForCausalLM.from_config(check.reference_config(MEGATRON_TINY))
-    run = argparse.Namespace(**check.MLM_RUN, **check.megatron_shape(MEGATRON_TINY))
+    run, state = tiny_megatron_run(tmp_path)
     out = tmp_path / "artifacts" / "checkpoint" / "iter_0000025" / "mp_rank_00"
-    out.mkdir(parents=True)
-    state = megatron_state({k: v.to(torch.bfloat16) for k, v in hf.state_dict().items()})
-    torch.save({"args": run, "iteration": 25, "checkpoint_version": 3.0, "model": state}, out / "model_optim_rng.pt")
-    (tmp_path / "artifacts" / "checkpoint" / "latest_checkpointed_iteration.txt").write_text("25")
-    hf.to(torch.bfloat16).save_pretrained(tmp_path / "artifacts" / "hf-export")
     assert check.megatron_logits_failure(tmp_path, MEGATRON_TINY) is None
     AutoModelForCausalLM.from_config(check.reference_config(MEGATRON_TINY)).save_pretrained(
         tmp_path / "artifacts" / "hf-export"
@@ -288,3 +327,229 @@ def test_megatron_routing_margin():
     shuffled = ids.reshape(-1, 6)[rng.permutation(128)].reshape(ids.shape)
     assert "not the model's routing" in check.margin_failures(shuffled, w, logits, 6, 1e-4)[0]
     assert "cannot be made" in check.margin_failures(ids, w, np.zeros_like(logits), 6, 1e-4)[0]
+
+
+# Megatron-LM's wrong cases (wrong/megatron-lm/*.sh) run on the gpu1 profile only, where Megatron needs CUDA. Here each
+# runs as validate runs it, with the GPU run replaced by a stand-in that leaves outputs of the gold's shapes and formats
+# (a copy of the task's gold folder whose solve.sh, or the workspace's pretrain_gpt.py or make_checkpoint.py, is that
+# stand-in), and the checker's own functions judge what the wrong case leaves.
+MEGATRON_WRONG = {slug: sorted(p.name for p in (OPERATE / slug / "wrong" / "pithtrain").glob("*.sh")) for slug in (
+    "01-getting-started", "02-train-evaluate", "03-routing-trace", "04-heavy-kernels")}  # fmt: skip
+
+
+def megatron_script(tmp: Path, slug: str, case: str, ws: Path, profile: str = "gpu1", gold: str | None = None):
+    """Run the task's megatron-lm gold (`case` "gold") or its one wrong case ("wrong") in ws as validate does (`bash
+    SCRIPT`, GOLD_DIR its folder, ATE_PROFILE), from a copy of the task's gold and wrong folders under tmp; `gold`, when
+    given, replaces the copy's solve.sh."""
+    task = tmp / "task"
+    if not task.exists():
+        for part in ("wrong", "gold"):
+            shutil.copytree(OPERATE / slug / part / "megatron-lm", task / part / "megatron-lm")
+    if gold is not None:
+        (task / "gold" / "megatron-lm" / "solve.sh").write_text(gold)
+    folder = task / case / "megatron-lm"
+    (script,) = [folder / "solve.sh"] if case == "gold" else folder.glob("*.sh")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # golds call `python`
+    env = {**os.environ, "GOLD_DIR": str(script.parent), "ATE_PROFILE": profile, "PATH": path}
+    return subprocess.run(["bash", str(script)], cwd=ws, env=env, capture_output=True, text=True, timeout=600)
+
+
+def run_check(slug: str, ws: Path, profile: str, monkeypatch, capsys) -> tuple[int, list[str]]:
+    """The task's checker on ws for megatron-lm: (exit status, its output lines)."""
+    check = load(slug)
+    argv = ["check.py", "--workspace", str(ws), "--framework", "megatron-lm", "--answer", "/dev/null"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--profile", profile])
+    monkeypatch.chdir(ws)
+    capsys.readouterr()
+    code = check.main()
+    return code, capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("slug", sorted(MEGATRON_WRONG))
+def test_megatron_wrong_cases_run_on_gpu1_only(tmp_path, slug):
+    """Each task has pithtrain's wrong cases for megatron-lm too; each parses, and as the golds do it exits 2 with a
+    one-line reason on smoke and paper, touching nothing; its header has validate record those cells not run."""
+    from ate_bench.validate import near_miss_elsewhere
+
+    scripts = sorted((OPERATE / slug / "wrong" / "megatron-lm").glob("*.sh"))
+    assert [p.name for p in scripts] == MEGATRON_WRONG[slug]
+    for script in scripts:
+        assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+        assert near_miss_elsewhere(script, "gpu1") == ""
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        for profile in ("smoke", "paper"):
+            assert near_miss_elsewhere(script, profile).startswith("a near miss only on gpu1: ")
+            done = megatron_script(tmp_path, slug, "wrong", ws, profile)
+            assert done.returncode == 2 and done.stdout == "", (profile, done)
+            assert len(done.stderr.strip().splitlines()) == 1 and not any(ws.iterdir()), (profile, done.stderr)
+
+
+STUB_PRETRAIN_GPT = """import sys
+
+iters = int(sys.argv[sys.argv.index("--train-iters") + 1])
+for i in range(1, iters + 1):  # the line Megatron-LM's training_log prints at --log-interval 1
+    print(f" [2026-01-01 00:00:0{i}.000000] iteration {i:8d}/{iters:8d} | consumed samples: {8 * i:12d} | "
+          f"elapsed time per iteration (ms): 900.0 | learning rate: 3.000000E-04 | global batch size:     8 | "
+          f"lm loss: {11.9 - 0.1 * i:.6E} | loss scale: 1.0 | grad norm: 9.000 |", flush=True)
+"""
+
+
+def test_megatron_skip_steps(tmp_path, monkeypatch, capsys):
+    """operate-01's skip-steps on gpu1, with a pretrain_gpt.py that prints Megatron's iteration lines in place of the
+    GPU run: the gold, run the same way, PASSes; the wrong case FAILs on its edit of train.sh and the 3 steps it
+    drops. torch.distributed.run launches the stand-in on the CPU."""
+    provided = OPERATE / "01-getting-started" / "prepare" / "gpu1" / "megatron-lm"
+    verdicts = {}
+    for case in ("gold", "wrong"):
+        ws = tmp_path / case
+        ws.mkdir()
+        for name in ("train.sh", "model_args.sh"):
+            shutil.copy(provided / name, ws / name)
+        (ws / "pretrain_gpt.py").write_text(STUB_PRETRAIN_GPT)
+        done = megatron_script(tmp_path, "01-getting-started", case, ws)
+        assert done.returncode == 0, (case, done.stdout[-2000:], done.stderr[-2000:])
+        verdicts[case] = run_check("01-getting-started", ws, "gpu1", monkeypatch, capsys)
+    assert verdicts["gold"] == (0, ["PASS"])
+    assert "--train-iters 2 " in (tmp_path / "wrong" / "train.sh").read_text()
+    assert verdicts["wrong"] == (1, [
+        "FAIL: train.sh differs from the provided one: run it unmodified",
+        "FAIL: the newest train log shows no loss for step(s) [3, 4, 5] (expected steps 1 to 5)",
+    ])  # fmt: skip
+
+
+def test_megatron_fresh_export(tmp_path, pinned_megatron_unloaded):
+    """operate-02's fresh-export on a tiny torch-format checkpoint, with the gold's export_hf.py standing in for the
+    gold (its GPU run left that checkpoint): the checker's comparison passes the gold's export and FAILs the one the
+    wrong case puts in its place (config.json and the tokenizer's files as before) as not the trained model."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if isinstance(oc.pinned_megatron(), str):
+        pytest.skip(f"no Megatron-LM {oc.MEGATRON_COMMIT} (mirror, carried archive or ATE_MEGATRON_SOURCE)")
+    check = load("02-train-evaluate")
+    ws = tmp_path / "ws"
+    tiny_megatron_run(ws)
+    export = ws / "artifacts" / "hf-export"
+    shutil.rmtree(export)
+    tokenizer = OPERATE / "02-train-evaluate" / "data" / "tokenizer"
+    gold = f"""echo "$GOLD_DIR" >gold-dir.txt
+python "$GOLD_DIR/export_hf.py" --checkpoint artifacts/checkpoint --tokenizer {tokenizer} --output artifacts/hf-export
+"""
+    done = megatron_script(tmp_path, "02-train-evaluate", "gold", ws, gold=gold)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert check.megatron_logits_failure(ws, MEGATRON_TINY) is None
+    config = json.loads((export / "config.json").read_text())
+    done = megatron_script(tmp_path, "02-train-evaluate", "wrong", ws)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert Path((ws / "gold-dir.txt").read_text().strip()).resolve() == tmp_path / "task" / "gold" / "megatron-lm"
+    assert all((export / f.name).read_bytes() == f.read_bytes() for f in tokenizer.iterdir())
+    fresh = json.loads((export / "config.json").read_text())
+    assert all(
+        fresh[k] == v for k, v in config.items() if k not in ("torch_dtype", "rope_theta", "transformers_version")
+    )
+    assert "not the trained model" in check.megatron_logits_failure(ws, MEGATRON_TINY)
+
+
+def test_megatron_random_trace(tmp_path):
+    """operate-03's random-trace with gpu1's model_args.sh (make_checkpoint.py stood in for): four traces the checker's
+    schema accepts at gpu1's shape, and on a tiny DeepseekV2 of gpu1's routing (64 experts, top-6) the checker's own
+    router recompute and margin agreement FAIL step 1's as not the model's routing, while the recompute's own top-6
+    passes."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import tomllib
+
+    from transformers import AutoModelForCausalLM
+
+    check = load("03-routing-trace")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shutil.copy(OPERATE / "03-routing-trace" / "prepare" / "gpu1" / "megatron-lm" / "model_args.sh", ws)
+    (ws / "make_checkpoint.py").write_text("open('made', 'w').close()\n")
+    done = megatron_script(tmp_path, "03-routing-trace", "wrong", ws)
+    assert done.returncode == 0 and (ws / "made").is_file(), done.stderr[-2000:]
+    cfg = tomllib.loads((OPERATE / "03-routing-trace" / "prepare" / "gpu1" / "pithtrain" / "routing.toml").read_text())
+    m, t = cfg["model"], cfg["training"]  # the shape as the checker's main() reads it
+    shape = (m["num_hidden_layers"] - m["first_k_dense_replace"], t["global_batch_size"], cfg["data"]["seq_len"])
+    failures = []
+    traces = check.load_traces(ws, (*shape, m["num_experts_per_tok"]), m["n_routed_experts"], failures)
+    assert traces is not None and failures == []
+    tiny = dict(MEGATRON_TINY, vocab_size=2048, n_routed_experts=m["n_routed_experts"])
+    tiny["num_experts_per_tok"] = m["num_experts_per_tok"]
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(load("02-train-evaluate").reference_config(tiny)).save_pretrained(tmp_path / "hf")
+    ids = np.random.default_rng(0).integers(0, 2048, size=shape[1:])
+    logits = check.hf_first_moe_router(tmp_path / "hf", tmp_path / "hf", ids)
+    k, tol = m["num_experts_per_tok"], check.WEIGHT_TOL["gpu1"]
+    why = check.margin_failures(traces[0][0][0], traces[0][1][0], logits, k, tol)
+    assert len(why) == 1 and "not the model's routing" in why[0], why
+    top = np.argsort(-logits, -1)[..., :k]
+    p = np.take_along_axis(np.exp(logits - logits.max(-1, keepdims=True)), top, -1)
+    assert check.margin_failures(top.astype(np.int32), (p / p.sum(-1, keepdims=True)).astype(np.float32), logits, k,
+                                 tol) == []  # fmt: skip
+
+
+def kernel_trace() -> list[dict]:
+    """A GPU step's trace as torch.profiler writes it, in small: operators (`cpu_op`) on a forward and a backward
+    thread, the kernel launches inside them (`cuda_runtime`) and the kernels (`kernel`), tied by correlation ids."""
+    events, launches = [], 0
+    for tid, ops in ((1, [("aten::linear", 0, 100, []), ("aten::addmm", 10, 80, [(20, "gemm_nn", 500)]),
+                          ("aten::relu", 110, 20, [(115, "relu_kernel", 40)]),
+                          ("aten::add_", 140, 20, [(145, "add_kernel", 30)])]),
+                     (2, [("autograd::engine::evaluate_function: AddmmBackward0", 0, 300, [(297, "add_kernel", 30)]),
+                          ("AddmmBackward0", 5, 290, [(250, "reduce_kernel", 20)]),
+                          ("aten::mm", 10, 100, [(20, "gemm_nn", 450)]),
+                          ("aten::mm", 120, 100, [(130, "gemm_nt", 400)])])):  # fmt: skip
+        for name, ts, dur, launched in ops:
+            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur})
+            for at, kernel, us in launched:
+                launches += 1
+                events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid,
+                               "ts": at, "dur": 3, "args": {"correlation": launches}})  # fmt: skip
+                events.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": 1000 * launches,
+                               "dur": us, "args": {"correlation": launches, "stream": 7}})  # fmt: skip
+    return events
+
+
+def cpu_trace(path: Path) -> None:
+    """A real torch.profiler Chrome trace of a small MLP's forward and backward on the CPU (no kernels)."""
+    import torch
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256))
+    x = torch.randn(64, 256)
+    mlp(x).square().mean().backward()  # warm-up
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            mlp(x).square().mean().backward()
+    prof.export_chrome_trace(str(path))
+
+
+def test_megatron_not_top3(tmp_path, monkeypatch, capsys):
+    """operate-04's not-top3 after the gold's top_kernels.py (the gold's second half) on a kept trace. On a GPU step's
+    trace the gold's CSV PASSes and the wrong case's, its operators by inclusive kernel time, FAILs as no kernels; on
+    a real CPU trace (operators by self time) its operators by inclusive duration FAIL against the self times."""
+    pytest.importorskip("torch")
+    (tmp_path / "gpu.json").write_text(json.dumps({"traceEvents": kernel_trace()}))
+    cpu_trace(tmp_path / "cpu.json")
+    out = Path("artifacts") / "heavy-kernels"
+    for kind in ("gpu", "cpu"):
+        gold = f'python "$GOLD_DIR/top_kernels.py" {tmp_path / kind}.json\n'
+        verdicts = {}
+        for case in ("gold", "wrong"):
+            ws = tmp_path / f"{kind}-{case}"
+            ws.mkdir()
+            done = megatron_script(tmp_path, "04-heavy-kernels", case, ws, gold=gold)
+            assert done.returncode == 0, (kind, case, done.stderr[-2000:])
+            verdicts[case] = run_check("04-heavy-kernels", ws, "gpu1", monkeypatch, capsys)
+            rows = (ws / out / "top-kernels.csv").read_text().splitlines()
+            verdicts[case] += (rows,)
+        assert verdicts["gold"][:2] == (0, ["PASS"]), (kind, verdicts["gold"])
+        code, lines, rows = verdicts["wrong"]
+        assert code == 1 and lines and all(line.startswith("FAIL: ") for line in lines), (kind, lines)
+        if kind == "gpu":
+            assert rows[1:] == ["autograd::engine::evaluate_function: AddmmBackward0,0.9000,1,0.9000",
+                                "AddmmBackward0,0.8700,1,0.8700", "aten::mm,0.8500,2,0.4250"]  # fmt: skip
+            assert all("is no kernel of the kept profile" in line for line in lines[:3]), lines
+        else:
+            assert any("the profile says" in line or "left out" in line for line in lines), lines

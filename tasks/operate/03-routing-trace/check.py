@@ -11,10 +11,11 @@ the checker rebuilds step 1's batch from the provided config and data with this 
 expert set for at least AGREE of the tokens and matching weights on those; a random trace agrees on about
 1 / C(experts, top_k) of the tokens. It runs the run's micro-batches, so that on a GPU bf16 rounds as in the run.
 On gpu1 the weights are the workspace's `checkpoint/`, written by the provided make_checkpoint.py (too large to
-ship). On torchtitan the checker does the same with the pinned torchtitan of its own environment: the provided
-flavor (operate_check.TORCHTITAN_PROVIDED: smoke and gpu1; paper FAILs as not written) loads the weights through
-TorchTitan's state-dict adapter, and step 1's batch is the first local batch of TorchTitan's text dataset over the
-provided corpus/ and tokenizer (its loader neither shuffles nor accumulates gradients in the provided config).
+ship); without them the routing is not recomputed, a FAIL. On torchtitan the checker does the same with the pinned
+torchtitan of its own environment: the provided flavor (operate_check.TORCHTITAN_PROVIDED: smoke and gpu1; paper
+FAILs as not written) loads the weights through TorchTitan's state-dict adapter, and step 1's batch is the first
+local batch of TorchTitan's text dataset over the provided corpus/ and tokenizer (its loader neither shuffles nor
+accumulates gradients in the provided config).
 On megatron-lm, step 1's batch is rebuilt with the pinned Megatron-LM (operate_check.pinned_megatron: the harness's
 copy, never the workspace's): the provided corpus tokenized by Megatron's own tokenizer as tools/preprocess_data.py
 does (with and without --append-eod), its GPTDataset over it with the provided model_args.sh's arguments (--split
@@ -335,7 +336,12 @@ def main() -> int:
     checkpoint = oc.provided(task_dir, args.profile, "pithtrain", "checkpoint")
     if not any(checkpoint.glob("*.safetensors")):  # gpu1: make_checkpoint.py wrote the weights in the workspace
         checkpoint = ws / "checkpoint"
-    if traces is not None and args.framework == "pithtrain":
+    if traces is not None and not any(checkpoint.glob("*.safetensors")):  # the recompute would end in a traceback
+        failures.append(
+            "checkpoint/ holds no *.safetensors weights (the provided make_checkpoint.py or fetch.sh writes them): "
+            "the routing cannot be recomputed"
+        )
+    elif traces is not None and args.framework == "pithtrain":
         want_ids, want_w = first_layer_routing(ws, config, checkpoint)
         failures += agreement_failures(traces[0][0][0], traces[0][1][0], want_ids, want_w, WEIGHT_TOL[args.profile])
     elif traces is not None and args.framework == "torchtitan" and args.profile in oc.TORCHTITAN_PROVIDED:
