@@ -235,8 +235,11 @@ def test_validation_keeps_a_verdict_over_a_newer_not_run_and_says_what_is_stale(
     assert cells.loc[("operate-04", "noop"), "reasons"] == "RuntimeError: megatron-core needs CUDA"
     assert cells.loc[("qa-02", "gold"), "fresh"] == "stale: the record names no commit"
     assert cells.loc[("operate-04", "noop"), "fresh"] == "stale: made at eeeeeee, a commit not in this history"
-    summary = table(built[1], "validation_summary").set_index(["task", "framework"])
-    assert summary.loc[("operate-04", "megatron-lm"), "stale"].str.contains("eeeeeee").all()
+    # each profile's row says its own cells' staleness, not another profile's
+    profile = cells.loc[("operate-04", "noop"), "profile"]
+    summary = table(built[1], "validation_summary").set_index(["task", "framework", "profile"])
+    rows = summary.loc[("operate-04", "megatron-lm")]["stale"]
+    assert "eeeeeee" in rows[profile] and not rows.drop(profile).str.contains("eeeeeee").any()
 
 
 @pytest.mark.parametrize(

@@ -132,7 +132,10 @@ def summarise(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str
         .reset_index()
     )
     runs, stale = cells[cells["outcome"] == NOT_RUN], cells[cells["fresh"] != "yes"]
-    of = [(cells["task"] == r.task) & (cells["framework"] == r.framework) for r in summary.itertuples()]
+    of = [
+        (cells["task"] == r.task) & (cells["framework"] == r.framework) & (cells["profile"] == r.profile)
+        for r in summary.itertuples()
+    ]
     summary["not_run_reasons"] = ["; ".join(sorted(set(runs[m[runs.index]]["reasons"]))) for m in of]
     summary["stale"] = ["; ".join(sorted(set(stale[m[stale.index]]["fresh"]))) for m in of]
     summary["records"] = [", ".join(sorted(set(cells[m]["record"]))) for m in of]  # which call each count is from
