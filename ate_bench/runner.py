@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ate_bench import agents, sandbox
-from ate_bench.frameworks import FRAMEWORKS
 from ate_bench.gpu import GpuSampler, SampleSource, gpu_inventory, nvidia_smi_source
 from ate_bench.metrics import METRIC_COLUMNS, GpuUsage, Metrics, compute_metrics
 from ate_bench.procs import ProcessResult, make_tree_predicate, run_process_tree
@@ -41,6 +40,7 @@ from ate_bench.workspace import (
     Workspace,
     baseline_commit,
     materialize,
+    pinned_git_source,
     restore_baseline,
     restore_git_config,
     tree_sha256,
@@ -179,17 +179,15 @@ def _checker_packages() -> list[Path]:
     return [Path(p) for p in (spec.submodule_search_locations or []) if os.path.isdir(p)] if spec else []
 
 
-def _checker_pinned_source(framework: str) -> Path | None:
+def _checker_pinned_source(framework: str, cache_dir: Path) -> Path | None:
     """Megatron-LM's pinned source for its checkers (tasks/operate/operate_check.pinned_megatron): the caller's
-    ATE_MEGATRON_SOURCE, else the git mirror or carried archive materialize reads; under the checker's HOME and
-    sandbox it would find neither on its own."""
+    ATE_MEGATRON_SOURCE, else what git mode reads offline; under the checker's HOME and sandbox it would find
+    neither on its own."""
     if framework != "megatron-lm":
         return None
-    git = DEFAULT_CACHE_DIR / "git"
     named = os.environ.get("ATE_MEGATRON_SOURCE")
-    pin = FRAMEWORKS[framework].git_commit
-    candidates = [Path(named)] if named else [git / f"{framework}.git", git / f"{framework}-{pin}.tar.xz"]
-    return next((c.resolve() for c in candidates if c.exists()), None)
+    found = Path(named) if named else pinned_git_source(framework, cache_dir)
+    return found.resolve() if found and found.exists() else None
 
 
 def run_checker(
@@ -201,6 +199,7 @@ def run_checker(
     profile: str = "",
     isolated: bool = True,
     extra_args: tuple[str, ...] = (),
+    cache_dir: Path = DEFAULT_CACHE_DIR,
 ) -> Verdict:
     """`check.py --workspace W --framework F --answer A [--profile P] [extra_args]` in W, every path absolute,
     in a sandbox (unless not `isolated`) that writes only W and the checker's HOME and reads its category's
@@ -222,7 +221,7 @@ def run_checker(
     home.mkdir(parents=True, exist_ok=True)
     with short_tmpdir("ate-check-") as tmp:
         env = {**_minimal_env(BASE_ENV, home, tmp), "PYTHONDONTWRITEBYTECODE": "1"}
-        pinned = _checker_pinned_source(framework)
+        pinned = _checker_pinned_source(framework, cache_dir)
         if pinned:  # the operate checkers read Megatron-LM's pin from it, never from the workspace
             env["ATE_MEGATRON_SOURCE"] = str(pinned)
         if isolated:
@@ -550,7 +549,9 @@ def _judge(
     if edited:
         restore_baseline(workspace, before.commit)  # a Q&A answer is checked against the tree the agent was given
     tampered = before.task_files.restore()
-    verdict = run_checker(opts.task, opts.framework, workspace, answer, plan.run_dir, plan.profile, opts.sandbox)
+    verdict = run_checker(
+        opts.task, opts.framework, workspace, answer, plan.run_dir, plan.profile, opts.sandbox, cache_dir=opts.cache_dir
+    )
     tampered += [p for p in before.task_files.restore() if p not in tampered]
     if edited:
         verdict = _edited_read_only(verdict, changed, tree_sha256(workspace) == before.tree_sha256)

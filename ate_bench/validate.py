@@ -412,7 +412,9 @@ def validate_row(
         unclosed = script_logs(ws.path)["without_exit_time"]
         if unclosed:  # the provided scripts' trap must close every log (active GPU time is read from them)
             notes.append(f"{len(unclosed)} provided-script log(s) without an exit-time line: {', '.join(unclosed)}")
-        verdict = run_checker(task, framework, ws.path, answer, log_dir, profile, isolated, case.checker_args)
+        verdict = run_checker(
+            task, framework, ws.path, answer, log_dir, profile, isolated, case.checker_args, spaces.cache_dir
+        )
         changed = spaces.done(ws, held)
         if changed:
             cells.append(cell("ERROR", [changed, *verdict.reasons, *notes]))

@@ -214,6 +214,14 @@ def _carried_archive(cache_dir: Path, fw: FrameworkSource) -> Path | None:
     return archive if archive.is_file() else None
 
 
+def pinned_git_source(framework: str, cache_dir: Path) -> Path | None:
+    """Where git mode reads `framework`'s pinned commit with no network: the cache's mirror if it holds the commit,
+    else a carried archive of it, else None."""
+    fw = FRAMEWORKS[framework]
+    clone = cache_dir / "git" / f"{fw.name}.git"
+    return clone if _git_cache_has(clone, fw.git_commit) else _carried_archive(cache_dir, fw)
+
+
 def resolve_mode(framework: str, mode: str, cache_dir: Path) -> str:
     """`repo` for pithtrain; for the others `git` or `pypi`, `auto` choosing git when it can be had."""
     fw = FRAMEWORKS[framework]
@@ -221,11 +229,7 @@ def resolve_mode(framework: str, mode: str, cache_dir: Path) -> str:
         return "repo"
     if mode != "auto":
         return mode
-    if _git_cache_has(cache_dir / "git" / f"{fw.name}.git", fw.git_commit) or _carried_archive(cache_dir, fw):
-        return "git"
-    if _git_reachable(fw.git_url):
-        return "git"
-    return "pypi"
+    return "git" if pinned_git_source(framework, cache_dir) or _git_reachable(fw.git_url) else "pypi"
 
 
 def _git_reachable(url: str) -> bool:

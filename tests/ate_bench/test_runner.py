@@ -395,3 +395,18 @@ def test_bad_run_counts_and_limits_get_one_line(flags, message, dirs, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and message in err, err
     assert not dirs["results_dir"].exists() and not dirs["work_root"].exists()
+
+
+def test_megatron_checkers_get_the_pin_git_mode_reads_from_the_runs_cache(tmp_path, monkeypatch):
+    """The operate checkers read Megatron-LM's pin from what run_checker hands them: the run's own --cache-dir (a
+    mirror only if it holds the commit, else a carried archive), or ATE_MEGATRON_SOURCE; other frameworks get none."""
+    monkeypatch.delenv("ATE_MEGATRON_SOURCE", raising=False)
+    git = tmp_path / "git"
+    (git / "megatron-lm.git").mkdir(parents=True)  # a mirror without the pinned commit
+    assert runner._checker_pinned_source("megatron-lm", tmp_path) is None
+    archive = git / f"megatron-lm-{workspace.FRAMEWORKS['megatron-lm'].git_commit}.tar.xz"
+    archive.write_bytes(b"")
+    assert runner._checker_pinned_source("megatron-lm", tmp_path) == archive.resolve()
+    assert runner._checker_pinned_source("torchtitan", tmp_path) is None
+    monkeypatch.setenv("ATE_MEGATRON_SOURCE", str(tmp_path / "elsewhere.tar.xz"))
+    assert runner._checker_pinned_source("megatron-lm", tmp_path) is None  # named but absent
