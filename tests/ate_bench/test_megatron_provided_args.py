@@ -1,5 +1,5 @@
 """Every pretrain_gpt.py command line that a Megatron-LM task provides, or that a Megatron-LM gold runs, passes the
-pinned Megatron-LM's own parse_args and validate_args.
+pinned Megatron-LM's own parse_args and validate_args, with no dropout (DeepSeek-V2 has none).
 
 pretrain_gpt.py asserts CUDA before it reads its arguments, so on a CPU a bad flag (`--save` without `--save-interval`
 failed operate-01's gold on the H200 only) shows nowhere. Here each script runs as written in a copy of the pin, with a
@@ -46,8 +46,8 @@ os.environ.update(WORLD_SIZE=world, RANK="0", LOCAL_RANK="0")
 sys.path.insert(0, os.getcwd())
 sys.argv = ["pretrain_gpt.py", *args]
 from megatron.training.arguments import parse_args, validate_args
-validate_args(parse_args())
-print("ARGUMENTS VALID")
+args = validate_args(parse_args())
+print("ARGUMENTS VALID", "dropout", args.attention_dropout, args.hidden_dropout)
 """
 
 
@@ -84,3 +84,5 @@ def test_megatron_command_line_passes_validate_args(script, beside, pinned, tmp_
     done = subprocess.run(["bash", script.name], cwd=ws, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert "ARGUMENTS VALID" in out, f"{script.relative_to(TASKS)}: pretrain_gpt.py's arguments fail:\n{out[-3000:]}"
+    # DeepSeek-V2 has no dropout; Megatron's default 0.1 made operate-03's step-1 routing impossible to recompute
+    assert "dropout 0.0 0.0" in out, f"{script.relative_to(TASKS)} trains with dropout (Megatron's default 0.1)"

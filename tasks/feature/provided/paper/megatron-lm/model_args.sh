@@ -14,5 +14,6 @@ MODEL_ARGS=(--num-layers 27 --hidden-size 2048 --ffn-hidden-size 10944 --num-att
   --seq-length 2048 --max-position-embeddings 163840 --micro-batch-size 1 --global-batch-size 1024
   --optimizer adam --weight-decay 0 --lr 1e-4 --lr-decay-style constant --bf16 --seed 1234
   --position-embedding-type rope --normalization RMSNorm --swiglu --disable-bias-linear
+  --attention-dropout 0 --hidden-dropout 0
   --untie-embeddings-and-output-weights --tokenizer-type HuggingFaceTokenizer --tokenizer-model data/tokenizer
   --data-path data/dclm_text_document --split 100,0,0)
