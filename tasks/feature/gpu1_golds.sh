@@ -44,7 +44,9 @@ if [ "$FRAMEWORK" != pithtrain ]; then
   "$PY" -m venv --without-pip "$scratch/venv" || exit 1
   site=$("$scratch/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   "$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/host-packages.pth"
-  wheels=$(ls .whl/*.whl 2>/dev/null | grep -v '/torchtitan-')  # torchtitan itself is the workspace's
+  # torchtitan's wheel too: the operate checkers recompute with the pinned torchtitan of their own environment, while
+  # a run (from the workspace root) and a feature checker (the workspace first on sys.path) import the workspace's
+  wheels=$(ls .whl/*.whl 2>/dev/null)
   [ -z "$wheels" ] || "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" $wheels || exit 1
   PY="$scratch/venv/bin/python"
   export PATH="$scratch/venv/bin:$PATH"

@@ -9,8 +9,11 @@ case "$ATE_PROFILE" in
   gpu1)  # the GPU machine reaches no package index: the venv sees the host's CUDA torch, numpy, safetensors and
     # tokenizers through a .pth file, and `python -m pithtrain` runs from the workspace root's source tree
     python3 -m venv --without-pip .venv
-    python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
-      >"$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-packages.pth" ;;
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    # every directory on python3's path (a .pth line is not read again for .pth files of its own, so the host's
+    # purelib alone misses the packages of a python3 that is a venv's)
+    python3 -c 'import os, sys; print("\n".join(p for p in sys.path if p and os.path.isdir(p)))' \
+      >"$site/host-packages.pth" ;;
   paper)  # the paper's machines: CUDA 12.8 wheels from PyTorch's index
     python3 -m venv .venv
     .venv/bin/pip install -q torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128

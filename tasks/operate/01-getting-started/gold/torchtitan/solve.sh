@@ -9,12 +9,14 @@ case "$ATE_PROFILE" in
     .venv/bin/pip install -q --no-compile torch==2.13.0
     .venv/bin/pip install -q --no-compile -e . ;;
   gpu1)  # the GPU machine reaches no package index: the venv sees the host's CUDA torch and the requirements carried
-    # to it (torchdata, datasets, tyro: on PYTHONPATH) through a .pth file; `-m torchtitan.train` runs the workspace's
-    # source, first on sys.path from the workspace root
+    # to it (torchdata, datasets, tyro) through a .pth file; `-m torchtitan.train` runs the workspace's source, first
+    # on sys.path from the workspace root
     python3 -m venv --without-pip .venv
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    { python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; tr ':' '\n' <<<"${PYTHONPATH:-}"; } \
-      | grep -v '^$' >"$site/host-packages.pth" ;;
+    # every directory on python3's path: PYTHONPATH's, and those that .pth files add (a .pth line is not read again
+    # for .pth files of its own, so the host's purelib alone misses the packages of a python3 that is a venv's)
+    python3 -c 'import os, sys; print("\n".join(p for p in sys.path if p and os.path.isdir(p)))' \
+      >"$site/host-packages.pth" ;;
   paper)  # the paper's machines: CUDA 12.8 wheels from PyTorch's index
     python3 -m venv .venv
     .venv/bin/pip install -q torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128

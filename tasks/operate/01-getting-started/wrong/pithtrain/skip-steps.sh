@@ -4,10 +4,11 @@
 # requirements come through a .pth file. The check must fail on the edit alone.
 set -euo pipefail
 python3 -m venv --without-pip .venv
-host=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+torch=$(python -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-cp -al "$host/torch" "$site/torch" 2>/dev/null || { rm -rf "$site/torch"; cp -r "$host/torch" "$site/torch"; }  # links: one filesystem
-echo "$host" >"$site/host-packages.pth"
+cp -al "$torch" "$site/torch" 2>/dev/null || { rm -rf "$site/torch"; cp -r "$torch" "$site/torch"; }  # links: one filesystem
+# every directory on python's path, not its purelib alone: a python that is a venv's finds packages through .pth files
+python -c 'import os, sys; print("\n".join(p for p in sys.path if p and os.path.isdir(p)))' >"$site/host-packages.pth"
 sed -i -E 's/(python -m pithtrain train [a-z0-9-]+\.toml)/\1 --set training.max_steps=2/' train.sh
 grep -q 'max_steps=2' train.sh
 source .venv/bin/activate

@@ -6,10 +6,11 @@
 # on the edit alone.
 set -euo pipefail
 python3 -m venv --without-pip .venv
-host=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+torch=$(python -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-cp -al "$host/torch" "$site/torch" 2>/dev/null || { rm -rf "$site/torch"; cp -r "$host/torch" "$site/torch"; }  # links: one filesystem
-echo "$host" >"$site/host-packages.pth"
+cp -al "$torch" "$site/torch" 2>/dev/null || { rm -rf "$site/torch"; cp -r "$torch" "$site/torch"; }  # links: one filesystem
+# every directory on python's path, not its purelib alone: a python that is a venv's finds packages through .pth files
+python -c 'import os, sys; print("\n".join(p for p in sys.path if p and os.path.isdir(p)))' >"$site/host-packages.pth"
 sed -i -E 's/(--job\.config_file [a-z0-9_-]+\.toml)/\1 --training.steps 2/' train.sh
 grep -q 'training.steps 2' train.sh
 source .venv/bin/activate

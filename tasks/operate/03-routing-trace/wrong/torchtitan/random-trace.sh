@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Wrong: four trace files of the right names, keys, dtypes and shapes, holding what a random generator writes
-# (distinct expert ids per token, weights that sum to 1), not the model's routing. The shape is read the TorchTitan
-# way: the MoE layers, experts and top_k from the provided flavor (its module, the job config's custom import), batch,
-# sequence and steps from the job config's [training].
+# Wrong: on gpu1 the provided weights are made first (make_checkpoint.py, as the task says), then four trace files of
+# the right names, keys, dtypes and shapes, holding what a random generator writes (distinct expert ids per token,
+# weights that sum to 1), not the model's routing. The shape is read the TorchTitan way: the MoE layers, experts and
+# top_k from the provided flavor (its module, the job config's custom import), batch, sequence and steps from the job
+# config's [training].
 set -euo pipefail
 case "$ATE_PROFILE" in
-  gpu1) config=gpu1.toml ;;
+  gpu1) config=gpu1.toml
+    python make_checkpoint.py ;;
   smoke) config=smoke.toml ;;
   *) echo "unknown ATE_PROFILE '$ATE_PROFILE'" >&2; exit 2 ;;
 esac
