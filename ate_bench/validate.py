@@ -399,6 +399,10 @@ def validate_row(
                 spaces.done(ws, held)
                 cells.append(cell("ERROR", [f"gold script exited {code}: {tail or '(no stderr)'}"]))
                 continue
+            if code != 0 and case.kind == "wrong-sh":  # a near miss that did not build: its FAIL could be the crash's
+                spaces.done(ws, held)
+                cells.append(cell("ERROR", [f"the near miss's script exited {code}: {tail or '(no stderr)'}"]))
+                continue
             if code != 0:
                 notes.append(f"script exited {code}: {tail.splitlines()[-1] if tail else '(no stderr)'}")
         elif case.derive == "shifted":

@@ -141,12 +141,16 @@ def test_error_is_never_as_expected_and_read_only_workspaces_are_watched(tmp_pat
     shutil.copytree(TOY_TASKS, tasks)
     wrong = tasks / "qa" / "toy-cli" / "wrong" / "pithtrain"
     (wrong / "edits.sh").write_text("echo '# edited' >> pyproject.toml\n")
+    (wrong / "half-built.sh").write_text("echo 'not built' >&2\nexit 3\n")  # an empty answer would FAIL anyway
     (tasks / "qa" / "toy-meta" / "check.py").write_text("import sys\nsys.exit(1 / 0)\n")
     code, rec = _validate(tmp_path, tasks, "qa-0[23]")
     assert code == 1
     cells = _cells(rec)
     edits = cells[("qa-02", "", "edits.sh")]
     assert edits["verdict"] == "ERROR" and "changed the read-only workspace" in edits["reasons"][0]
+    # A near miss whose script fails is ERROR, not the FAIL its missing answer would get.
+    half = cells[("qa-02", "", "half-built.sh")]
+    assert half["verdict"] == "ERROR" and half["reasons"] == ["the near miss's script exited 3: not built"]
     # The next case got a fresh workspace: the gold-derived cases still behave.
     assert cells[("qa-02", "", "shifted")]["verdict"] == "FAIL"
     # A checker that crashes is ERROR on every case, the FAIL-expected ones included.

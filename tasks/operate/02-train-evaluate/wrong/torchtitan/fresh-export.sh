@@ -2,7 +2,8 @@
 # Wrong: everything as the gold, but the Hugging Face export is then replaced by a freshly initialised model of the
 # same config: TorchTitan's own seed checkpoint (`--checkpoint.create_seed_checkpoint`, step 0: the provided flavor as
 # TorchTitan initialises it, with the run's seed, before any step) exported by the gold's export_hf.py into
-# artifacts/hf-export. The gold's evaluate log, which named artifacts/hf-export, stays the newest.
+# artifacts/hf-export. The gold's evaluate log, which named artifacts/hf-export, stays the newest. The seed run reads
+# the corpus where the gold put it, as the gold's train.sh does (gpu1 provides no corpus/ for the job config's path).
 set -euo pipefail
 GOLD="$GOLD_DIR/../../gold/torchtitan"
 GOLD_DIR="$GOLD" bash "$GOLD/solve.sh"
@@ -15,7 +16,7 @@ esac
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 python -m torch.distributed.run --standalone --nproc-per-node 1 -m torchtitan.train --job.config_file "$config" \
   --job.dump_folder artifacts/seed-run --checkpoint.enable --checkpoint.folder checkpoint \
-  --checkpoint.create_seed_checkpoint
+  --checkpoint.create_seed_checkpoint --training.dataset_path artifacts/tokens
 rm -rf artifacts/hf-export
 python "$GOLD/export_hf.py" --checkpoint artifacts/seed-run/checkpoint/step-0 --flavor "$flavor" \
   --seq-len "$seq_len" --tokenizer data/tokenizer --output artifacts/hf-export
