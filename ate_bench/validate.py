@@ -332,8 +332,9 @@ def _run_script(script: Path, profile: str, ws: Path, log_dir: Path, time_limit_
 
 
 # The feature and operate tasks' provided scripts and golds run TorchTitan with the harness's Python (the workspace
-# holds its source only; operate-01's gold builds a venv of its own, but its checker and the other golds do not).
-TRAINER_REQUIREMENTS = {"torchtitan": ("tyro", "torchdata", "datasets")}
+# holds its source only; operate-01's gold builds a venv of its own, but its checker and the other golds do not), and
+# the operate checkers recompute with the pinned torchtitan installed there.
+TRAINER_REQUIREMENTS = {"torchtitan": ("torchtitan", "tyro", "torchdata", "datasets")}
 
 
 def requirements_missing(framework: str) -> str:
