@@ -531,3 +531,24 @@ def test_a_cell_is_not_made_stale_by_another_frameworks_gold(monkeypatch):
     if head:  # git itself takes the pathspecs
         monkeypatch.undo()
         assert validation.freshness(head, "feature-01", "torchtitan", {"feature-01": "tasks/feature/01-moba"}) == ""
+
+
+def test_a_cell_is_stale_for_its_own_near_miss_only(monkeypatch):
+    """A fixed near miss leaves the gold, the noop and the other near misses of its framework fresh: a cell watches the
+    task less wrong/<framework>/, then its own case's file there; a cost row (no case) watches it all."""
+    from paper.rebuild import validation
+
+    seen = []
+    changed = "tasks/operate/02-train-evaluate/wrong/torchtitan/fresh-export.sh"
+    monkeypatch.setattr(
+        validation, "stale_since", lambda commit, paths: seen.append(paths) or ("stale" if changed in paths else "")
+    )
+    monkeypatch.setattr(validation, "own_task_toml", lambda commit, folder, framework: {})
+    paths = {"operate-02": "tasks/operate/02-train-evaluate"}
+    assert validation.freshness("abc", "operate-02", "torchtitan", paths, "gold") == ""
+    assert ":(exclude,glob)tasks/operate/02-train-evaluate/wrong/torchtitan/**" in seen[0]
+    assert validation.freshness("abc", "operate-02", "torchtitan", paths, "not-here.sh") == ""
+    assert validation.freshness("abc", "operate-02", "torchtitan", paths, "fresh-export.sh") == "stale"
+    seen.clear()
+    validation.freshness("abc", "operate-02", "torchtitan", paths)  # a cost row
+    assert not any("/wrong/torchtitan" in p for p in seen[0])

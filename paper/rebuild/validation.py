@@ -46,9 +46,10 @@ def task_paths(b: Build) -> dict[str, str]:
     return {t.task: b.rel(b.tasks / t.category / t.slug) for t in tasks.itertuples()}
 
 
-def freshness(commit: str, task: str, framework: str, paths: dict[str, str]) -> str:
-    """ "" or why a cell (or a cost row) made at `commit` is stale: its task changed since (but for another
-    framework's gold, near misses and provided files: a folder named after it), or pithtrain's code for a pithtrain
+def freshness(commit: str, task: str, framework: str, paths: dict[str, str], case: str = "") -> str:
+    """ "" or why a cell (or, with no `case`, a cost row) made at `commit` is stale: its task changed since (but for
+    another framework's gold, near misses and provided files: a folder named after it, and for a cell, the other
+    near misses of its own framework: wrong/<framework>/ but its case's file), or pithtrain's code for a pithtrain
     workspace (the other frameworks are pinned in the task)."""
     folder = paths.get(task, "tasks")
     others = tuple(  # the folder's files, and the folder itself where it is a link (prepare/<profile>/<framework>)
@@ -57,9 +58,13 @@ def freshness(commit: str, task: str, framework: str, paths: dict[str, str]) -> 
         if other != framework
         for tail in ("/**", "")
     )
+    own_wrong = f"{folder}/wrong/{framework}"
+    if case:  # a gold or a noop is not made stale by a near miss, nor one near miss by another
+        others += (f":(exclude,glob){own_wrong}/**",)
     watched = (folder, "pithtrain") if framework == "pithtrain" else (folder,)
     toml = f":(exclude){folder}/task.toml"
-    if (why := stale_since(commit or "", watched + others + (toml,))) or task not in paths:
+    why = stale_since(commit or "", watched + others + (toml,))
+    if why or task not in paths or (case and (why := stale_since(commit or "", (f"{own_wrong}/{case}",)))):
         return why
     return (
         ""
@@ -117,7 +122,7 @@ def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
                 "outcome": outcome(c["expected"], c["verdict"]),
                 "reasons": "; ".join(one_line(r) for r in c["reasons"]),
                 "record": path.name,
-                "fresh": freshness(source_commit(rec), c["task"], c["framework"], tasks) or "yes",
+                "fresh": freshness(source_commit(rec), c["task"], c["framework"], tasks, c["case"]) or "yes",
             }
     return pd.DataFrame(cells.values(), columns=CELL_COLS), paths
 
