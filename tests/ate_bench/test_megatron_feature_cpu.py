@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ate_bench.workspace import DEFAULT_CACHE_DIR, REPO_ROOT, NetworkError, materialize
+from ate_bench.workspace import REPO_ROOT
 
 FEATURE = REPO_ROOT / "tasks" / "feature"
 CASES = [
@@ -23,25 +23,12 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pinned(tmp_path_factory) -> Path:
-    """One materialized pin, copied per case (git mode: the mirror or carried archive, else a fetch)."""
-    dest = tmp_path_factory.mktemp("megatron") / "pin"
-    try:
-        materialize("megatron-lm", dest, mode="git", skills=False, cache_dir=DEFAULT_CACHE_DIR)
-    except NetworkError as e:
-        pytest.skip(f"no Megatron-LM pin here and no network to fetch it: {str(e).splitlines()[0]}")
-    for module in ("six", "pydantic"):  # what megatron.training imports beyond torch
-        pytest.importorskip(module, reason=f"megatron.training imports {module}: pip install {module}")
-    return dest
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task, case", CASES, ids=[f"{t}-{c}" for t, c in CASES])
-def test_megatron_feature_cpu_check(task, case, pinned, tmp_path):
+def test_megatron_feature_cpu_check(task, case, megatron_pin, tmp_path):
     ws = tmp_path / "ws"
     task_dir = FEATURE / task
-    subprocess.run(["cp", "-a", f"{pinned}/.", str(ws)], check=True)
+    subprocess.run(["cp", "-a", f"{megatron_pin}/.", str(ws)], check=True)
     subprocess.run(["cp", "-rL", f"{task_dir}/prepare/gpu1/megatron-lm/.", str(ws)], check=True)  # verify.sh & co.
     folder = task_dir / ("gold" if case == "gold" else "wrong") / "megatron-lm"
     script = folder / ("solve.sh" if case == "gold" else f"{case}.sh")

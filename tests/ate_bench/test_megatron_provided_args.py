@@ -11,11 +11,10 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from ate_bench.workspace import DEFAULT_CACHE_DIR, REPO_ROOT, NetworkError, materialize
+from ate_bench.workspace import REPO_ROOT
 
 TASKS = REPO_ROOT / "tasks"
 PROVIDED = [  # (script, the directory whose files sit beside it in the workspace)
@@ -51,22 +50,10 @@ print("ARGUMENTS VALID", "dropout", args.attention_dropout, args.hidden_dropout)
 """
 
 
-@pytest.fixture(scope="module")
-def pinned(tmp_path_factory) -> Path:
-    dest = tmp_path_factory.mktemp("megatron") / "pin"
-    try:
-        materialize("megatron-lm", dest, mode="git", skills=False, cache_dir=DEFAULT_CACHE_DIR)
-    except NetworkError as e:
-        pytest.skip(f"no Megatron-LM pin here and no network to fetch it: {str(e).splitlines()[0]}")
-    for module in ("six", "pydantic"):  # what megatron.training imports beyond torch
-        pytest.importorskip(module, reason=f"megatron.training imports {module}: pip install {module}")
-    return dest
-
-
 @pytest.mark.parametrize("script, beside", PROVIDED, ids=[str(s.relative_to(TASKS)) for s, _ in PROVIDED])
-def test_megatron_command_line_passes_validate_args(script, beside, pinned, tmp_path):
+def test_megatron_command_line_passes_validate_args(script, beside, megatron_pin, tmp_path):
     ws = tmp_path / "ws"
-    shutil.copytree(pinned, ws, symlinks=True)
+    shutil.copytree(megatron_pin, ws, symlinks=True)
     subprocess.run(["cp", "-rL", f"{beside}/.", str(ws)], check=True)
     shutil.copy(script, ws / script.name)
     tokens = ws / "artifacts" / "tokens"  # verify.sh tokenizes only where no dataset is
