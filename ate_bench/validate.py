@@ -253,9 +253,11 @@ def cases_for(task: TaskSpec, framework: str, profile: str, all_tasks: dict[str,
         else:
             cases.append(Case("other-task", "generated", "FAIL", script=other.gold_script(framework)))
     unrunnable = task.unrunnable.get(f"{framework}/{profile}", "") if profile else ""
-    if unrunnable:  # the gold cannot run: every case that runs a gold (or derives from one) is not run
+    # The framework cannot run the task here: the gold, what derives from it, and the near misses, which break it
+    # or run the same trainer, are not run; the noop and wrong answers (messages) still prove the checker.
+    if unrunnable:
         for c in cases:
-            if c.kind in ("gold", "generated") and not c.skip:
+            if c.kind in ("gold", "generated", "wrong-sh") and not c.skip:
                 c.skip = f"unrunnable in task.toml: {unrunnable}"
     return cases
 
