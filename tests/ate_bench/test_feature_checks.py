@@ -658,7 +658,9 @@ def test_a_near_miss_of_one_profile_is_not_run_on_the_others():
         cases = {c.name: c for c in cases_for(tasks["feature-01"], "pithtrain", profile, tasks)}
         for name in ("blind-enable-default-block.sh", "blind2-block-size-default.sh"):
             assert bool(cases[name].skip) is skipped and (not skipped or "only on smoke" in cases[name].skip)
-        assert not cases["own-block-not-forced.sh"].skip
+        # a near miss of every profile runs wherever the gold can (paper's 8 GPUs are unrunnable in task.toml)
+        unrunnable = "unrunnable in task.toml: needs 8 GPUs" if profile == "paper" else ""
+        assert cases["own-block-not-forced.sh"].skip == unrunnable
 
 
 # A MoE++ layer stack for the branch run: 4 FFN + 4 zero-computation experts, routing top-k from `--set
