@@ -17,6 +17,10 @@ tree, not HEAD's (a commit missing from the history makes them "not run", with t
 needs more GPUs than this machine has, or a `[unrunnable]` cell of task.toml, is "not run" with the reason:
 never passed.
 
+A near miss may say what its FAIL must be for: a header line `# FAILs for: <regex>`. A FAIL whose reasons none
+match is ERROR: it failed, but not on its mistake (a wrong case that crashed earlier, or missed a provided
+step, proves nothing about the checker).
+
 Read-only tasks share one workspace per framework per call (it is checked unchanged, by tree hash,
 after every case); edit tasks get a fresh workspace per case. One record per call (schema below).
 """
@@ -69,6 +73,8 @@ class Case:
     """pithtrain: the commit whose tree the answer cites (a blind set's); "" for HEAD."""
     checker_args: tuple[str, ...] = ()
     """Added to check.py's arguments: a blind set's `--written-at-freeze N`."""
+    fails_for: str = ""
+    """A near miss's `# FAILs for: <regex>`: one of its FAIL's reasons must match, else the cell is ERROR."""
 
 
 @dataclass
@@ -220,6 +226,13 @@ def _other_task(task: TaskSpec, framework: str, all_tasks: dict[str, TaskSpec]) 
 
 
 _NEAR_MISS_ONLY = re.compile(r"^# Near miss only on (?P<profiles>[\w, ]+): (?P<why>.+)$", re.MULTILINE)
+_FAILS_FOR = re.compile(r"^# FAILs for: (?P<pattern>.+)$", re.MULTILINE)
+
+
+def fails_for(script: Path) -> str:
+    """The regex a near miss's FAIL must match (its `# FAILs for:` line), or ""."""
+    found = _FAILS_FOR.search(script.read_text())
+    return found["pattern"].strip() if found else ""
 
 
 def near_miss_elsewhere(script: Path, profile: str) -> str:
@@ -238,7 +251,8 @@ def cases_for(task: TaskSpec, framework: str, profile: str, all_tasks: dict[str,
         if path.suffix == ".md":
             cases.append(Case(path.name, "wrong-md", "FAIL", message=path.read_text()))
         else:
-            cases.append(Case(path.name, "wrong-sh", "FAIL", script=path, skip=near_miss_elsewhere(path, profile)))
+            skip = near_miss_elsewhere(path, profile)
+            cases.append(Case(path.name, "wrong-sh", "FAIL", script=path, skip=skip, fails_for=fails_for(path)))
     if task.category == "qa":
         cases += [Case(name, "generated", "FAIL", derive=name) for name in ("shifted", "stripped")]
         cases += blind_cases(task, framework)
@@ -423,8 +437,12 @@ def validate_row(
             task, framework, ws.path, answer, log_dir, profile, isolated, case.checker_args, spaces.cache_dir
         )
         changed = spaces.done(ws, held)
+        missed = case.fails_for and not any(re.search(case.fails_for, r) for r in verdict.reasons)
         if changed:
             cells.append(cell("ERROR", [changed, *verdict.reasons, *notes]))
+        elif verdict.status == "FAIL" and missed:
+            why = f"FAILed, but not for its mistake (no reason matches its '# FAILs for: {case.fails_for}')"
+            cells.append(cell("ERROR", [why, *verdict.reasons, *notes]))
         else:
             cells.append(cell(verdict.status, verdict.reasons + notes))
     return cells

@@ -6,6 +6,7 @@ The checkers end to end (gold PASS, noop and wrong cases FAIL) are proven by `py
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from ate_bench.validate import fails_for
 
 OPERATE = Path(__file__).resolve().parents[2] / "tasks" / "operate"
 sys.path.insert(0, str(OPERATE))
@@ -122,6 +125,20 @@ def test_routing_without_weights_fails(tmp_path, framework, capsys, monkeypatch)
         "FAIL: checkpoint/ holds no *.safetensors weights (the provided make_checkpoint.py or fetch.sh writes them): "
         "the routing cannot be recomputed"
     ]
+    # random-trace FAILed so on gpu1 before it made the weights: validate now takes such a FAIL for an ERROR
+    pattern = fails_for(OPERATE / "03-routing-trace" / "wrong" / framework / "random-trace.sh")
+    assert pattern and not re.search(pattern, "checkpoint/ holds no *.safetensors weights")
+
+
+@pytest.mark.parametrize("script", sorted(OPERATE.glob("*/wrong/*/*.sh")), ids=lambda p: "/".join(p.parts[-4:]))
+def test_operate_wrong_cases_say_what_they_fail_for(script):
+    """Each operate wrong case names, as `# FAILs for: <regex>`, the checker's reasons its mistake gives, each
+    alternative a message of the task's checker: a FAIL for another reason (no weights made, a crash) is ERROR."""
+    pattern = fails_for(script)
+    assert pattern, f"{script} has no '# FAILs for:' line"
+    source = (script.parents[2] / "check.py").read_text() + (OPERATE / "operate_check.py").read_text()
+    for alternative in pattern.split("|"):
+        assert alternative.strip(" ,") in source, (script, alternative)
 
 
 def test_routing_agreement():

@@ -159,6 +159,25 @@ def test_error_is_never_as_expected_and_read_only_workspaces_are_watched(tmp_pat
     assert "ZeroDivisionError" in meta[1]["reasons"][0]
 
 
+def test_a_near_miss_must_fail_for_the_mistake_it_declares(tmp_path):
+    """`# FAILs for: <regex>`: a FAIL none of whose reasons match is ERROR (the wrong case broke on something else and
+    proves nothing about the checker); a FAIL that matches stays FAIL."""
+    tasks = tmp_path / "tasks"
+    shutil.copytree(TOY_TASKS, tasks)
+    wrong = tasks / "qa" / "toy-cli" / "wrong" / "pithtrain"
+    (wrong / "on-its-mistake.sh").write_text("#!/usr/bin/env bash\n# FAILs for: no <final-answer> block\ntrue\n")
+    (wrong / "on-another.sh").write_text("#!/usr/bin/env bash\n# FAILs for: cites line \\d+ of\ntrue\n")
+    code, rec = _validate(tmp_path, tasks, "qa-02")
+    cells = _cells(rec)
+    assert cells[("qa-02", "", "on-its-mistake.sh")]["verdict"] == "FAIL"
+    other = cells[("qa-02", "", "on-another.sh")]
+    assert code == 1 and other["verdict"] == "ERROR"
+    assert other["reasons"][:2] == [
+        r"FAILed, but not for its mistake (no reason matches its '# FAILs for: cites line \d+ of')",
+        "no <final-answer> block",
+    ]
+
+
 def test_unrunnable_cells_are_not_run_and_the_rest_still_runs(tmp_path):
     tasks = tmp_path / "tasks"
     shutil.copytree(TOY_TASKS, tasks)

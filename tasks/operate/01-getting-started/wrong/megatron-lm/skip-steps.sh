@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: shows no loss for step
 # Near miss only on gpu1: Megatron-LM runs only there (task.toml marks its smoke and paper golds unrunnable)
 # Wrong: train.sh is edited to stop after 2 steps (its `--train-iters 5` becomes 2); all else is the gold's: the same
 # gpu1 .venv (the host's CUDA torch and Megatron-LM's requirements through a .pth file) and the edited train.sh run

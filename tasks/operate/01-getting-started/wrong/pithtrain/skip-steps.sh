@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: shows no loss for step
 # Wrong: train.sh is edited to stop after 2 steps; all else is right. The environment is made fast but passes the
 # venv checks: a .venv whose torch is hard-linked from the Python on PATH (so it lies inside .venv) and whose other
 # requirements come through a .pth file. The check must fail on the edit alone.

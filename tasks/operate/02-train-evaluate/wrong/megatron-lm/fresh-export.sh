@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: it is not the trained model
 # Near miss only on gpu1: Megatron-LM runs only there (task.toml marks its smoke and paper golds unrunnable)
 # Wrong: everything as the gold (preprocess_data.py, 25 steps to the torch-format checkpoint, export_hf.py, evaluate.sh
 # on the export), but the Hugging Face export is then replaced by a freshly initialised DeepseekV2 of the export's own

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: it is not the trained model
 # Wrong: everything as the gold, but the Hugging Face export is then replaced by a freshly initialised model of the
 # same config (the gold's evaluate log, which named artifacts/hf-export, stays the newest).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: it is not the trained model
 # Wrong: everything as the gold, but the Hugging Face export is then replaced by a freshly initialised model of the
 # same config: TorchTitan's own seed checkpoint (`--checkpoint.create_seed_checkpoint`, step 0: the provided flavor as
 # TorchTitan initialises it, with the run's seed, before any step) exported by the gold's export_hf.py into

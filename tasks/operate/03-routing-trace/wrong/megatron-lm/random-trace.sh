@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: not the model's routing
 # Near miss only on gpu1: Megatron-LM runs only there (task.toml marks its smoke and paper golds unrunnable)
 # Wrong: the provided weights are made (make_checkpoint.py, as the task says to first), then four trace files of the
 # right names, keys, dtypes and shapes (MoE layers, global batch, sequence and top-k read from model_args.sh's

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Wrong: four trace files of the right names, keys, dtypes and shapes, holding what a random generator writes
-# (distinct expert ids per token, weights that sum to 1), not the model's routing.
+# FAILs for: not the model's routing
+# Wrong: on gpu1 the provided weights are made first (make_checkpoint.py, as the task says), then four trace files of
+# the right names, keys, dtypes and shapes, holding what a random generator writes (distinct expert ids per token,
+# weights that sum to 1), not the model's routing. Without the weights the checker FAILs before it looks at a trace.
 set -euo pipefail
+if [ "$ATE_PROFILE" = gpu1 ]; then python make_checkpoint.py; fi
 python - <<'PY'
 import tomllib
 from pathlib import Path

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: not the model's routing
 # Wrong: on gpu1 the provided weights are made first (make_checkpoint.py, as the task says), then four trace files of
 # the right names, keys, dtypes and shapes, holding what a random generator writes (distinct expert ids per token,
 # weights that sum to 1), not the model's routing. The shape is read the TorchTitan way: the MoE layers, experts and

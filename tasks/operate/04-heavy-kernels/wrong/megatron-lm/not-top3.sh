@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: is no kernel of the kept profile|, the profile says |the profile's top 3 are
 # Near miss only on gpu1: Megatron-LM runs only there (task.toml marks its smoke and paper golds unrunnable)
 # Wrong: the gold's profile of step 4 is kept, but the CSV ranks the trace's operators by inclusive time, a common
 # slip: each `cpu_op` is credited with the GPU time of every kernel launched inside it, nested operators' kernels

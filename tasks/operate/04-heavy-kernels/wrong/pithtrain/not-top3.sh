@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# FAILs for: is no kernel of the kept profile|, the profile says |the profile's top 3 are
 # Wrong: the gold's profile is kept, but the CSV ranks operators by inclusive time (their nested operators counted
 # in), a common slip: real names from the trace, well-formed and sorted, yet not the top 3 by self time.
 set -euo pipefail
