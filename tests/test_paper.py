@@ -494,6 +494,26 @@ def test_matrix_holds_a_near_miss_of_one_profile_as_not_run_on_the_others(tmp_pa
     assert got.loc["smoke", "verdict"] == "FAIL" and got.loc["smoke", "outcome"] == "as expected"
 
 
+def test_matrix_leaves_out_a_wrong_case_removed_from_its_task(tmp_path):
+    """MoBA's blind3-mean-by-block-size.sh left wrong/ as no near miss (equivalent under causal attention): an older
+    record's PASS of it is left out of the matrix and counted, not shown as an UNEXPECTED cell of a case that is gone;
+    a case still there keeps its cell."""
+    from types import SimpleNamespace
+
+    from paper.rebuild.validation import load_cells
+
+    wrong = REPO / "tasks/feature/01-moba/wrong/pithtrain"
+    gone, kept = "blind3-mean-by-block-size.sh", "future-blocks-allowed.sh"
+    assert not (wrong / gone).exists() and (wrong / kept).is_file()
+    cell = {"task": "feature-01", "framework": "pithtrain", "profile": "smoke", "kind": "wrong-sh", "expected": "FAIL"}
+    cells = [cell | {"case": c, "verdict": v, "reasons": []} for c, v in ((gone, "PASS"), (kept, "FAIL"))]
+    (tmp_path / "ate" / "validation").mkdir(parents=True)
+    (tmp_path / "ate" / "validation" / "20260101T000000Z.json").write_text(json.dumps({"commit": "", "cells": cells}))
+    build = SimpleNamespace(results=tmp_path, tasks=REPO / "tasks", rel=lambda p: p.relative_to(REPO))
+    got, _, removed = load_cells(build)
+    assert list(got["case"]) == [kept] and removed == 1
+
+
 def test_a_gpu_records_cells_are_as_fresh_as_the_commit_its_tree_travelled_from():
     """A GPU call commits its travelled tree anew (a commit in no history here): its cells' freshness is the
     travelled commit's, not 'stale: not in this history'."""

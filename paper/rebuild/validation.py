@@ -103,17 +103,21 @@ def operate_gpu1_records(b: Build) -> list:
     return found
 
 
-def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
+def load_cells(b: Build) -> tuple[pd.DataFrame, list, int]:
     """Each cell from the newest record that holds it and ran it: a newer "not run" never hides a verdict. A wrong
     .sh that is now a near miss only on other profiles is "not run" on this one, whatever an older record says (as
-    `validate` records it today). validate's records, and the operate tasks' gpu1 records, newest last by name."""
-    cells, paths, tasks = {}, [], task_paths(b)
+    `validate` records it today), and one since removed from wrong/ is left out (counted: the third value).
+    validate's records, and the operate tasks' gpu1 records, newest last by name."""
+    cells, paths, tasks, removed = {}, [], task_paths(b), set()
     validated = [(path, json.loads(path.read_text())) for path in (b.results / "ate" / "validation").glob("*.json")]
     for path, rec in sorted(validated + operate_gpu1_records(b), key=lambda pair: pair[0].name):
         paths.append(path)
         for c in rec["cells"]:
             key = (c["task"], c["framework"], c["profile"], c["case"])
             script = REPO / tasks.get(c["task"], "tasks") / "wrong" / c["framework"] / c["case"]
+            if c.get("kind") in ("wrong-sh", "wrong-md") and script.parent.is_dir() and not script.is_file():
+                removed.add(key)
+                continue
             if c.get("kind") == "wrong-sh" and script.is_file() and (why := near_miss_elsewhere(script, c["profile"])):
                 c = c | {"verdict": NOT_RUN, "reasons": [why]}
             if c["verdict"] == NOT_RUN and key in cells and cells[key]["verdict"] != NOT_RUN:
@@ -124,7 +128,7 @@ def load_cells(b: Build) -> tuple[pd.DataFrame, list]:
                 "record": path.name,
                 "fresh": freshness(source_commit(rec), c["task"], c["framework"], tasks, c["case"]) or "yes",
             }
-    return pd.DataFrame(cells.values(), columns=CELL_COLS), paths
+    return pd.DataFrame(cells.values(), columns=CELL_COLS), paths, len(removed)
 
 
 def summarise(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
@@ -278,12 +282,14 @@ def blind_figure(b: Build, rates: pd.DataFrame, paths: list, status: str) -> Non
 
 
 def build(b: Build) -> None:
-    cells, paths = load_cells(b)
+    cells, paths, removed = load_cells(b)
     how = "`python -m ate_bench validate` (nox -s validate)"
     if len(cells):
         status = MEASURED
         cells = cells.sort_values(["task", "framework", "profile", "case"])
         summary, matrix, notes = summarise(cells)
+        if removed:
+            notes.append(f"{removed} cells of wrong cases since removed from their task's wrong/ are left out")
     else:
         status = f"{NOT_MEASURED}: no validation record; run {how}"
         cells = pd.DataFrame([dict.fromkeys(CELL_COLS, "") | {"outcome": status}])
