@@ -17,9 +17,10 @@ tree, not HEAD's (a commit missing from the history makes them "not run", with t
 needs more GPUs than this machine has, or a `[unrunnable]` cell of task.toml, is "not run" with the reason:
 never passed.
 
-A near miss may say what its FAIL must be for: a header line `# FAILs for: <regex>`. A FAIL whose reasons none
-match is ERROR: it failed, but not on its mistake (a wrong case that crashed earlier, or missed a provided
-step, proves nothing about the checker).
+A near miss may say what its FAIL must be for: a header line `# FAILs for: <regex>`; a feature task's near miss
+that names none must FAIL at a check of the feature (FEATURE_MISTAKE). A FAIL whose reasons none match is ERROR:
+it failed, but not on its mistake (a wrong case that crashed, ran out of memory or missed a provided step proves
+nothing about the checker).
 
 Read-only tasks share one workspace per framework per call (it is checked unchanged, by tree hash,
 after every case); edit tasks get a fresh workspace per case. One record per call (schema below).
@@ -227,6 +228,10 @@ def _other_task(task: TaskSpec, framework: str, all_tasks: dict[str, TaskSpec]) 
 
 _NEAR_MISS_ONLY = re.compile(r"^# Near miss only on (?P<profiles>[\w, ]+): (?P<why>.+)$", re.MULTILINE)
 _FAILS_FOR = re.compile(r"^# FAILs for: (?P<pattern>.+)$", re.MULTILINE)
+FEATURE_MISTAKE = r"^(op|aux|seam)\b|^branch \(|^liveness: with the feature"
+"""A feature checker's reasons that judge the feature: the op or aux function against the reference, the model's calls
+of them, the branch run's, the switch. Not "training: ...", "branch: ..." or "liveness: <script> exited ...": a run
+that crashed or ran out of memory, which says nothing of the mistake."""
 
 
 def fails_for(script: Path) -> str:
@@ -252,7 +257,8 @@ def cases_for(task: TaskSpec, framework: str, profile: str, all_tasks: dict[str,
             cases.append(Case(path.name, "wrong-md", "FAIL", message=path.read_text()))
         else:
             skip = near_miss_elsewhere(path, profile)
-            cases.append(Case(path.name, "wrong-sh", "FAIL", script=path, skip=skip, fails_for=fails_for(path)))
+            why = fails_for(path) or (FEATURE_MISTAKE if task.category == "feature" else "")
+            cases.append(Case(path.name, "wrong-sh", "FAIL", script=path, skip=skip, fails_for=why))
     if task.category == "qa":
         cases += [Case(name, "generated", "FAIL", derive=name) for name in ("shifted", "stripped")]
         cases += blind_cases(task, framework)

@@ -1,6 +1,7 @@
 """`validate` on the toy tasks: the matrix, its record, and that a checker passing a wrong answer is caught."""
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -259,6 +260,35 @@ def test_generated_cases_per_category(tmp_path):
     tasks["feature-02"] = spec("feature-02", unrunnable={"pithtrain/smoke": "needs CUDA"})
     other = cases_for(tasks["feature-01"], "pithtrain", "smoke", tasks)[2]
     assert other.skip == "feature-02's gold cannot run on pithtrain/smoke: needs CUDA"
+
+
+def test_a_feature_near_miss_must_fail_at_a_check_of_the_feature(tmp_path):
+    """A feature near miss whose header names nothing gets FEATURE_MISTAKE: the op, aux, seam and branch verdicts and
+    the switch's match; a crashed or out-of-memory run (training, a base run under liveness, the branch run) does not.
+    Its own `# FAILs for:` line wins."""
+    wrong = tmp_path / "feature-01" / "wrong" / "pithtrain"
+    wrong.mkdir(parents=True)
+    (wrong / "plain.sh").write_text("#!/usr/bin/env bash\ntrue\n")
+    (wrong / "named.sh").write_text("#!/usr/bin/env bash\n# FAILs for: ^seam: the model never called\ntrue\n")
+    spec = TaskSpec("feature-01", "feature", "t", 1.0, ("pithtrain",), "edit", dir=tmp_path / "feature-01")
+    near = {c.name: c.fails_for for c in cases_for(spec, "pithtrain", "smoke", {"feature-01": spec})}
+    assert near["plain.sh"] == validate.FEATURE_MISTAKE and near["named.sh"] == "^seam: the model never called"
+    mistakes = [
+        "op: output 0 differs from the reference by 7.63e-01 > 1e-04 (torch.float32, seed 1)",
+        "aux: output 0 differs from the reference by 1.05e-01 > 1e-04",
+        "seam: the model passes top_k [256]; the task says 3",
+        "branch (--set model.num_experts_per_tok=1): 896 tokens' y got no gradient in one call",
+        "liveness: with the feature on, the losses stay within the base envelope",
+    ]
+    crashes = [
+        "training: verify.sh with the feature on has a non-finite loss: [nan]",
+        "liveness: verify.sh exited 1: 'torch.OutOfMemoryError: CUDA out of memory'",
+        "branch: verify.sh --set model.num_experts_per_tok=1 ran past 600 s",
+        "training, seam and liveness: not checked, since the op check failed",
+        "artifacts/feature.json is missing",
+    ]
+    assert all(re.search(validate.FEATURE_MISTAKE, m) for m in mistakes)
+    assert not any(re.search(validate.FEATURE_MISTAKE, c) for c in crashes)
 
 
 def test_a_known_miss_is_reported_but_does_not_fail_validate(tmp_path, capsys):
