@@ -491,6 +491,7 @@ def test_matrix_holds_a_near_miss_of_one_profile_as_not_run_on_the_others(tmp_pa
     got = load_cells(SimpleNamespace(results=tmp_path, tasks=REPO / "tasks", rel=lambda p: p.relative_to(REPO)))[0]
     got = got.set_index("profile")
     assert got.loc["gpu1", "verdict"] == "not run" and "a near miss only on smoke" in got.loc["gpu1", "reasons"]
+    assert got.loc["gpu1", "fresh"] == "yes"  # HEAD's header decides it, not the record's old commit
     assert got.loc["smoke", "verdict"] == "FAIL" and got.loc["smoke", "outcome"] == "as expected"
 
 

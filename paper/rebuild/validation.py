@@ -118,15 +118,18 @@ def load_cells(b: Build) -> tuple[pd.DataFrame, list, int]:
             if c.get("kind") in ("wrong-sh", "wrong-md") and script.parent.is_dir() and not script.is_file():
                 removed.add(key)
                 continue
-            if c.get("kind") == "wrong-sh" and script.is_file() and (why := near_miss_elsewhere(script, c["profile"])):
-                c = c | {"verdict": NOT_RUN, "reasons": [why]}
+            elsewhere = c.get("kind") == "wrong-sh" and script.is_file() and near_miss_elsewhere(script, c["profile"])
+            if elsewhere:
+                c = c | {"verdict": NOT_RUN, "reasons": [elsewhere]}
             if c["verdict"] == NOT_RUN and key in cells and cells[key]["verdict"] != NOT_RUN:
                 continue
+            # "not run" by HEAD's header is as fresh as HEAD, whatever the record's age
+            stale = "" if elsewhere else freshness(source_commit(rec), c["task"], c["framework"], tasks, c["case"])
             cells[key] = c | {
                 "outcome": outcome(c["expected"], c["verdict"]),
                 "reasons": "; ".join(one_line(r) for r in c["reasons"]),
                 "record": path.name,
-                "fresh": freshness(source_commit(rec), c["task"], c["framework"], tasks, c["case"]) or "yes",
+                "fresh": stale or "yes",
             }
     return pd.DataFrame(cells.values(), columns=CELL_COLS), paths, len(removed)
 
