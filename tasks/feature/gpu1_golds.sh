@@ -4,6 +4,8 @@
 #   bash tasks/feature/gpu1_golds.sh LANE LANE      # a lane: "TASK... [--cases GLOB...]", e.g.
 #   bash tasks/feature/gpu1_golds.sh "feature-01" "feature-02 --cases gold noop other-task blind-*"
 # A lane may name operate tasks too ("operate-04 operate-03 --cases gold noop"): validate runs their gpu1 cells alike.
+# Lanes past a command line's 2,000 characters (a call's op-check lanes): one a line in a file, then
+#   mapfile -t L < results/ate/gpu1/lanes/FILE; bash tasks/feature/gpu1_golds.sh "${L[@]}"
 # Runs `python3 -m ate_bench validate --frameworks $FRAMEWORK --profiles gpu1` once per lane, side by side (two 40 GB
 # runs share the GPU; default lanes "feature-01 feature-03" and "feature-02 feature-04"), all inside BUDGET_S
 # (default 540 s, under a 10-minute call). Each gold's checker trains six times, a near miss that passes the op
