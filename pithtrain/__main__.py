@@ -7,6 +7,7 @@ import typing
 
 from pithtrain.config import UserInputError, describe_config, field_docs, load_dataclass
 from pithtrain.models import KNOWN_FAMILIES, model_family
+from pithtrain.modules.distributed import teardown_distributed
 from pithtrain.tasks import convert_checkpoint, plot_metrics, pretrain_lm, tokenize_corpus
 
 
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             pretrain_lm.launch(pretrain_lm.load_pretrain_cfg(args.config, args.overrides))
+            teardown_distributed()
         elif args.command == "tokenize":
             table = {k: v for k, v in vars(args).items() if k != "command"}
             tokenize_corpus.launch(load_dataclass(tokenize_corpus.TokenizeCorpusCfg, table))

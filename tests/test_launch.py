@@ -20,6 +20,22 @@ def test_torchrun_ep2_trains(tiny_config, tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "latest").read_text() == "step-00000002"
 
 
+def test_train_ends_its_process_group(tiny_config, tmp_path):
+    """`pithtrain train` destroys the process group once the run is done, while Python is whole: left to interpreter
+    exit, gloo's worker threads once aborted a rank of test_multinode_script_on_one_node after its run succeeded."""
+    import torch.distributed as dist
+
+    from pithtrain.__main__ import main
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert main(["train", str(tiny_config(max_steps=1))]) == 0
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def test_world_size_must_divide(tiny_config, tmp_path):
     config = tiny_config(max_steps=1)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
