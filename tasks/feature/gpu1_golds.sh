@@ -111,10 +111,14 @@ for i in "${!lanes[@]}"; do
   lane_pids+=($!)
 done
 # Progress while the lanes run (a gold's checker trains for minutes before its cell is decided): every 30 s, each
-# run log written in the last minute with its last loss line, and the GPU's memory in use, into
-# $OUT/feature-gpu1-progress.log.
+# run log written in the last minute with its last loss line, the GPU's memory in use and the scratch disk's free
+# space, into $OUT/feature-gpu1-progress.log. The disk matters as much as the GPU: a pithtrain gpu1 run checks for
+# room for a 25 GiB checkpoint before it starts, and Train & Evaluate's gold and fresh-export each hold checkpoints
+# of that size, so on a 64 GB disk keep them out of the lanes beside each other and beside any other training case
+# (session 17's not-top3 ERRORed on "21.70 GiB free" next to both).
 (while sleep 30; do
-  echo "== $(date -u +%H:%M:%S) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null)"
+  echo "== $(date -u +%H:%M:%S) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null)," \
+    "disk $(df -h --output=avail "$scratch" 2>/dev/null | tail -n 1 | tr -d ' ') free"
   find "$scratch" -path '*/work-lane*' -path '*/artifacts/*' -name '*.log' -mmin -1 2>/dev/null | while read -r log; do
     echo "${log#"$scratch"/} $(grep -aoE 'iteration +[0-9]+/ *[0-9]+|step[: ]+[0-9]+|lm loss: [^ ]+|loss[: ]+[^ ]+' \
       "$log" | tail -n 2 | tr '\n' ' ')"
