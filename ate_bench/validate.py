@@ -368,6 +368,75 @@ def requirements_missing(framework: str) -> str:
     return f"{framework}'s requirements are not installed in this Python ({', '.join(missing)}): {install}"
 
 
+def row_not_run(task: TaskSpec, framework: str, profile: str, gpus_here: int) -> str:
+    """ "" or why none of the row's cases can run on this machine (GPUs, or the framework's requirements)."""
+    need = task.gpus_for(profile)
+    why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}" if need > gpus_here else ""
+    return why or (requirements_missing(framework) if task.category != "qa" else "")
+
+
+@dataclass
+class _GoldSoFar:
+    """What a row's derived cases (shifted, stripped) need from its gold: its answer, or why there is none."""
+
+    message: str | None = None
+    problem: str = "the gold has not run"
+
+
+def decide_case(
+    task: TaskSpec,
+    framework: str,
+    profile: str,
+    case: Case,
+    log_dir: Path,
+    spaces: _Workspaces,
+    gold: _GoldSoFar,
+    isolated: bool,
+) -> tuple[str, list[str]]:
+    """One case's verdict and reasons: its answer (given, made by its script, or derived from the gold's), then the
+    checker on it. A gold or near-miss script that fails is ERROR, as is a FAIL that is not for the case's mistake."""
+    if case.skip:
+        return NOT_RUN, [case.skip]
+    if case.derive and gold.message is None:
+        return NOT_RUN, [f"made from the gold's answer, but {gold.problem}"]
+    log_dir.mkdir(parents=True)
+    ws, held = spaces.get(task, framework, profile, case.tree)
+    notes: list[str] = []
+    message = case.message
+    if case.script is not None:
+        message, code, tail = _run_script(case.script, profile, ws.path, log_dir, task.time_limit_min * 60)
+        if code != 0 and case.kind == "gold":
+            gold.problem = f"the gold script exited {code}"
+            spaces.done(ws, held)
+            return "ERROR", [f"gold script exited {code}: {tail or '(no stderr)'}"]
+        if code != 0 and case.kind == "wrong-sh":  # a near miss that did not build: its FAIL could be the crash's
+            spaces.done(ws, held)
+            return "ERROR", [f"the near miss's script exited {code}: {tail or '(no stderr)'}"]
+        if code != 0:
+            notes.append(f"script exited {code}: {tail.splitlines()[-1] if tail else '(no stderr)'}")
+    elif case.derive == "shifted":
+        message = shifted(gold.message)
+    elif case.derive == "stripped":
+        message = stripped(gold.message)
+    if case.kind == "gold":
+        gold.message = message
+    answer = log_dir / "answer.md"
+    answer.write_text(message)
+    unclosed = script_logs(ws.path)["without_exit_time"]
+    if unclosed:  # the provided scripts' trap must close every log (active GPU time is read from them)
+        notes.append(f"{len(unclosed)} provided-script log(s) without an exit-time line: {', '.join(unclosed)}")
+    verdict = run_checker(
+        task, framework, ws.path, answer, log_dir, profile, isolated, case.checker_args, spaces.cache_dir
+    )
+    changed = spaces.done(ws, held)
+    if changed:
+        return "ERROR", [changed, *verdict.reasons, *notes]
+    if verdict.status == "FAIL" and case.fails_for and not any(re.search(case.fails_for, r) for r in verdict.reasons):
+        why = f"FAILed, but not for its mistake (no reason matches its '# FAILs for: {case.fails_for}')"
+        return "ERROR", [why, *verdict.reasons, *notes]
+    return verdict.status, verdict.reasons + notes
+
+
 def validate_row(
     task: TaskSpec,
     framework: str,
@@ -384,73 +453,19 @@ def validate_row(
     cases = [
         c for c in cases_for(task, framework, profile, all_tasks) if any(fnmatch.fnmatch(c.name, g) for g in case_globs)
     ]
-    need = task.gpus_for(profile)
-    why = f"profile {profile} needs {need} GPU(s); this machine has {gpus_here}" if need > gpus_here else ""
-    why = why or (requirements_missing(framework) if task.category != "qa" else "")
-    if why:
-        cells = [Cell(task.id, framework, profile, c.name, c.kind, c.expected, NOT_RUN, [why], 0.0) for c in cases]
-        for c in cells:
-            show(c)
-        return cells
+    why = row_not_run(task, framework, profile, gpus_here)
     cells: list[Cell] = []
-    gold_message: str | None = None
-    gold_problem = "the gold has not run"
+    gold = _GoldSoFar()
     for i, case in enumerate(cases):
         t0 = time.monotonic()
-
-        def cell(verdict: str, reasons: list[str], case: Case = case, t0: float = t0) -> Cell:
-            seconds = round(time.monotonic() - t0, 2)
-            c = Cell(task.id, framework, profile, case.name, case.kind, case.expected, verdict, reasons, seconds)
-            show(c)
-            return c
-
-        if case.skip:
-            cells.append(cell(NOT_RUN, [case.skip]))
-            continue
-        if case.derive and gold_message is None:
-            cells.append(cell(NOT_RUN, [f"made from the gold's answer, but {gold_problem}"]))
-            continue
-        log_dir = spaces.root / "logs" / f"{task.id}-{framework}-{profile or 'none'}-{i}"
-        log_dir.mkdir(parents=True)
-        ws, held = spaces.get(task, framework, profile, case.tree)
-        notes: list[str] = []
-        message = case.message
-        if case.script is not None:
-            message, code, tail = _run_script(case.script, profile, ws.path, log_dir, task.time_limit_min * 60)
-            if code != 0 and case.kind == "gold":
-                gold_problem = f"the gold script exited {code}"
-                spaces.done(ws, held)
-                cells.append(cell("ERROR", [f"gold script exited {code}: {tail or '(no stderr)'}"]))
-                continue
-            if code != 0 and case.kind == "wrong-sh":  # a near miss that did not build: its FAIL could be the crash's
-                spaces.done(ws, held)
-                cells.append(cell("ERROR", [f"the near miss's script exited {code}: {tail or '(no stderr)'}"]))
-                continue
-            if code != 0:
-                notes.append(f"script exited {code}: {tail.splitlines()[-1] if tail else '(no stderr)'}")
-        elif case.derive == "shifted":
-            message = shifted(gold_message)
-        elif case.derive == "stripped":
-            message = stripped(gold_message)
-        if case.kind == "gold":
-            gold_message = message
-        answer = log_dir / "answer.md"
-        answer.write_text(message)
-        unclosed = script_logs(ws.path)["without_exit_time"]
-        if unclosed:  # the provided scripts' trap must close every log (active GPU time is read from them)
-            notes.append(f"{len(unclosed)} provided-script log(s) without an exit-time line: {', '.join(unclosed)}")
-        verdict = run_checker(
-            task, framework, ws.path, answer, log_dir, profile, isolated, case.checker_args, spaces.cache_dir
-        )
-        changed = spaces.done(ws, held)
-        missed = case.fails_for and not any(re.search(case.fails_for, r) for r in verdict.reasons)
-        if changed:
-            cells.append(cell("ERROR", [changed, *verdict.reasons, *notes]))
-        elif verdict.status == "FAIL" and missed:
-            why = f"FAILed, but not for its mistake (no reason matches its '# FAILs for: {case.fails_for}')"
-            cells.append(cell("ERROR", [why, *verdict.reasons, *notes]))
+        if why:
+            verdict, reasons = NOT_RUN, [why]
         else:
-            cells.append(cell(verdict.status, verdict.reasons + notes))
+            log_dir = spaces.root / "logs" / f"{task.id}-{framework}-{profile or 'none'}-{i}"
+            verdict, reasons = decide_case(task, framework, profile, case, log_dir, spaces, gold, isolated)
+        seconds = 0.0 if why else round(time.monotonic() - t0, 2)
+        cells.append(Cell(task.id, framework, profile, case.name, case.kind, case.expected, verdict, reasons, seconds))
+        show(cells[-1])
     return cells
 
 
