@@ -515,6 +515,39 @@ def test_matrix_leaves_out_a_wrong_case_removed_from_its_task(tmp_path):
     assert list(got["case"]) == [kept] and removed == 1
 
 
+def test_matrix_leaves_out_a_case_a_newer_whole_run_of_its_row_no_longer_has(tmp_path):
+    """An adjudication renames a blind answer's case ("set2/wrong-1-nondefault.md" becomes "... [adjudicated
+    correct]"): once a newer record ran the row whole, the old name's cell is of a case that is gone, and is left
+    out and counted. A record that ran only some cases (--cases) decides nothing about the others, and a case that
+    a later record ran is kept."""
+    from types import SimpleNamespace
+
+    from paper.rebuild.validation import load_cells
+
+    old, new, later = "set2/wrong-1-nondefault.md", "set2/wrong-1-nondefault.md [adjudicated correct]", "set9/x.md"
+    cell = {"task": "qa-06", "framework": "pithtrain", "profile": "", "kind": "blind-correct", "expected": "PASS"}
+    whole = ["python -m ate_bench", "validate", "--tasks", "qa-*"]
+    records = {  # name: (command, cases)
+        "20260101T000000Z.json": (whole, [old, "gold"]),
+        "20260102T000000Z.json": (whole + ["--cases", "gold"], ["gold"]),
+        "20260103T000000Z.json": (whole, [new, "gold"]),
+        "20260104T000000Z.json": (whole + ["--cases", "set9/*"], [later]),
+    }
+    (tmp_path / "ate" / "validation").mkdir(parents=True)
+    for name, (command, cases) in records.items():
+        cells = [cell | {"case": c, "verdict": "PASS", "reasons": []} for c in cases]
+        rec = {"commit": "", "complete": True, "command": command, "cells": cells}
+        (tmp_path / "ate" / "validation" / name).write_text(json.dumps(rec))
+    build = SimpleNamespace(results=tmp_path, tasks=REPO / "tasks", rel=lambda p: p.relative_to(REPO))
+    got, _, removed = load_cells(build)
+    assert sorted(got["case"]) == sorted(["gold", new, later]) and removed == 1
+    assert got.set_index("case").loc["gold", "record"] == "20260103T000000Z.json"
+    # without the newer whole run, the old name's cell is still the row's
+    (tmp_path / "ate" / "validation" / "20260103T000000Z.json").unlink()
+    got, _, removed = load_cells(build)
+    assert old in set(got["case"]) and removed == 0
+
+
 def test_a_gpu_records_cells_are_as_fresh_as_the_commit_its_tree_travelled_from():
     """A GPU call commits its travelled tree anew (a commit in no history here): its cells' freshness is the
     travelled commit's, not 'stale: not in this history'."""

@@ -103,19 +103,39 @@ def operate_gpu1_records(b: Build) -> list:
     return found
 
 
+def whole_rows(records: list) -> dict[tuple, tuple[str, set]]:
+    """(task, framework, profile) -> (record name, its cases) of the newest complete record that ran the row whole
+    (no --cases): the cases the row had then. An older cell of a case not among them is of a case since gone."""
+    rows: dict[tuple, tuple[str, set]] = {}
+    for path, rec in records:  # oldest first
+        if not rec.get("complete") or "--cases" in json.dumps(rec.get("command", "")):
+            continue
+        ran: dict[tuple, set] = {}
+        for c in rec["cells"]:
+            ran.setdefault((c["task"], c["framework"], c["profile"]), set()).add(c["case"])
+        rows |= {row: (path.name, cases) for row, cases in ran.items()}
+    return rows
+
+
 def load_cells(b: Build) -> tuple[pd.DataFrame, list, int]:
     """Each cell from the newest record that holds it and ran it: a newer "not run" never hides a verdict. A wrong
     .sh that is now a near miss only on other profiles is "not run" on this one, whatever an older record says (as
-    `validate` records it today), and one since removed from wrong/ is left out (counted: the third value).
+    `validate` records it today). A case since gone is left out (counted: the third value): a wrong answer removed
+    from wrong/, or one that a newer whole run of its row no longer has (a blind answer renamed by its adjudication).
     validate's records, and the operate tasks' gpu1 records, newest last by name."""
     cells, paths, tasks, removed = {}, [], task_paths(b), set()
     validated = [(path, json.loads(path.read_text())) for path in (b.results / "ate" / "validation").glob("*.json")]
-    for path, rec in sorted(validated + operate_gpu1_records(b), key=lambda pair: pair[0].name):
+    records = sorted(validated + operate_gpu1_records(b), key=lambda pair: pair[0].name)
+    whole = whole_rows(records)
+    for path, rec in records:
         paths.append(path)
         for c in rec["cells"]:
             key = (c["task"], c["framework"], c["profile"], c["case"])
             script = REPO / tasks.get(c["task"], "tasks") / "wrong" / c["framework"] / c["case"]
-            if c.get("kind") in ("wrong-sh", "wrong-md") and script.parent.is_dir() and not script.is_file():
+            newer, cases = whole.get(key[:3], ("", set()))
+            if (c.get("kind") in ("wrong-sh", "wrong-md") and script.parent.is_dir() and not script.is_file()) or (
+                path.name < newer and c["case"] not in cases
+            ):
                 removed.add(key)
                 continue
             elsewhere = c.get("kind") == "wrong-sh" and script.is_file() and near_miss_elsewhere(script, c["profile"])
@@ -292,7 +312,9 @@ def build(b: Build) -> None:
         cells = cells.sort_values(["task", "framework", "profile", "case"])
         summary, matrix, notes = summarise(cells)
         if removed:
-            notes.append(f"{removed} cells of wrong cases since removed from their task's wrong/ are left out")
+            notes.append(
+                f"{removed} cells of cases since gone (removed from wrong/, or renamed by an adjudication) are left out"
+            )
     else:
         status = f"{NOT_MEASURED}: no validation record; run {how}"
         cells = pd.DataFrame([dict.fromkeys(CELL_COLS, "") | {"outcome": status}])
