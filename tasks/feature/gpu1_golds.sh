@@ -115,7 +115,7 @@ done
 # space, into $OUT/feature-gpu1-progress.log. The disk matters as much as the GPU: a pithtrain gpu1 run checks for
 # room for a 25 GiB checkpoint before it starts, and Train & Evaluate's gold and fresh-export each hold checkpoints
 # of that size, so on a 64 GB disk keep them out of the lanes beside each other and beside any other training case
-# (session 17's not-top3 ERRORed on "21.70 GiB free" next to both).
+# (on 2026-12-04 not-top3 ERRORed on "21.70 GiB free" next to both: results/ate/gpu1/README.md).
 (while sleep 30; do
   echo "== $(date -u +%H:%M:%S) $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null)," \
     "disk $(df -h --output=avail "$scratch" 2>/dev/null | tail -n 1 | tr -d ' ') free"
