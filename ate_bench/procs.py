@@ -7,13 +7,14 @@ is reaper.py, a child subreaper: a process orphaned in another session (Claude C
 each command in one) stays under it instead of going to init, where no walk from the agent finds it.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +106,30 @@ def is_alive(pid: int) -> bool:
     return state[state.rfind(")") + 2] != "Z"
 
 
+def _exit_on_signal(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (`timeout`, a cancelled job, a closed terminal) raise SystemExit while a tree runs.
+
+    By default they end Python at once, running no `finally`: the tree, leading a session of its own, would go on
+    (a lane that `timeout` ended left its checker training on the GPU). Raised, they end it as Ctrl-C does. A signal
+    the caller ignores (`nohup`) stays ignored, and only the main thread may set handlers.
+    """
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                previous[sig] = signal.signal(sig, _exit_on_signal)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 @dataclass
 class ProcessResult:
     returncode: int
@@ -131,7 +156,7 @@ def run_process_tree(
     `on_start(pid)` runs once the process exists (the GPU sampler starts there).
     """
     start = time.time()
-    with open(stderr_path, "wb") as err:
+    with open(stderr_path, "wb") as err, _terminate_as_interrupt():
         proc = subprocess.Popen(
             [sys.executable, "-S", str(REAPER), *argv],  # the tree stays under one process: reaper.py says why
             cwd=cwd,
@@ -155,7 +180,7 @@ def run_process_tree(
         threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True).start()
         try:
             timed_out = not exited.wait(timeout=time_limit_s)
-        finally:  # Ctrl-C of the harness (KeyboardInterrupt) ends the agent too, never leaves it running
+        finally:  # Ctrl-C of the harness (KeyboardInterrupt), SIGTERM and SIGHUP end the agent too, never leave it
             end = time.time()
             # Also on a clean exit: a training run the agent left in the background must not outlive it.
             kill_tree(proc.pid)

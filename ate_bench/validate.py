@@ -606,8 +606,8 @@ def run_validate(args: argparse.Namespace, command: list[str]) -> int:
         return record
 
     def show(c: Cell) -> None:
-        # Decided cells reach the record within SAVE_EVERY_S: a lane that `timeout` kills (SIGTERM runs no `finally`)
-        # keeps its verdicts, and thousands of quick cells do not rewrite the whole record thousands of times.
+        # Decided cells reach the record within SAVE_EVERY_S: a lane killed outright (`timeout -k`'s SIGKILL, which
+        # runs no `finally`) keeps its verdicts, and thousands of quick cells do not rewrite the record each time.
         _show(c)
         cells.append(c)
         if time.monotonic() - saved_at >= SAVE_EVERY_S:

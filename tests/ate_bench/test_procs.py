@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ate_bench.procs import is_alive, run_process_tree
 
 # A fake agent: a background child, a grandchild, and one that escapes the process group with setsid.
@@ -54,8 +56,10 @@ def test_clean_exit_is_not_a_timeout(tmp_path):
     assert not result.timed_out and result.returncode == 3
 
 
-def test_ctrl_c_of_the_harness_ends_the_agent(tmp_path):
-    """SIGINT reaches the harness alone (the agent leads its own session): the agent must not outlive it."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_signal_to_the_harness_ends_the_agent(tmp_path, sig):
+    """Ctrl-C, `timeout`'s SIGTERM or a hang-up reaches the harness alone (the agent leads its own session): the
+    agent must not outlive it, and the harness exits as that signal's status says (Python's own for SIGINT)."""
     harness = (
         "import os, sys; from pathlib import Path; from ate_bench.procs import run_process_tree\n"
         "run_process_tree(['bash', '-c', sys.argv[1]], Path('.'), {'PATH': os.environ['PATH']}, 300,\n"
@@ -64,7 +68,7 @@ def test_ctrl_c_of_the_harness_ends_the_agent(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(
         [sys.executable, "-c", harness, AGENT], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal, even under `make test &`
+        preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),  # as at a terminal, even under `make test &` or nohup
     )  # fmt: skip
     files = [tmp_path / f"{name}.pid" for name in ("child", "grandchild", "escaped")]
     pids: list[int] = []
@@ -74,8 +78,8 @@ def test_ctrl_c_of_the_harness_ends_the_agent(tmp_path):
         while not all(f.is_file() and f.read_text().strip() for f in files) and time.monotonic() < deadline:
             time.sleep(0.05)
         pids = [int(f.read_text()) for f in files]
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == (-sig if sig == signal.SIGINT else 128 + sig)
         deadline = time.monotonic() + 10  # signalled processes take a moment to die on a loaded machine
         while any(is_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
