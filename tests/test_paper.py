@@ -446,7 +446,7 @@ def test_gold_cost_measures_the_real_golds_and_counts_runs_to_the_first_pass(tmp
 
     train = cost.loc[("operate-02", "pithtrain")]
     gold = REPO / "tasks" / "operate" / "02-train-evaluate" / "gold" / "pithtrain"
-    files = [p for p in gold.rglob("*") if p.is_file()]
+    files = [p for p in gold.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     assert int(train["gold_files"]) == len(files) and int(train["gold_lines_removed"]) == 0
     assert (train["smoke_runs_before_pass"], train["smoke_runs"]) == ("2", "4")  # ERROR, FAIL, then PASS
     megatron = cost.loc[("feature-01", "megatron-lm")]  # a gold no record has run: sized, its runs "not run"
@@ -454,6 +454,22 @@ def test_gold_cost_measures_the_real_golds_and_counts_runs_to_the_first_pass(tmp
     assert (megatron[["smoke_runs", "gpu1_runs", "paper_runs"]] == "not run").all()
     status = (out / "gold_cost.md").read_text().splitlines()[2]
     assert status == "Status: measured here."
+
+
+def test_gold_size_counts_the_gold_not_the_bytecode_running_it_left(tmp_path):
+    """An operate gold's files and lines: a link to another gold's script counts (the file it names), and the
+    __pycache__ that running the gold's scripts here leaves does not (it made paper/ differ from a fresh clone's)."""
+    from paper.rebuild.gold_cost import gold_size
+
+    gold = tmp_path / "gold"
+    (gold / "__pycache__").mkdir(parents=True)
+    (tmp_path / "shared.py").write_text("a = 1\nb = 2\n")
+    (gold / "solve.sh").write_text("#!/bin/sh\npython shared.py\n")
+    (gold / "shared.py").symlink_to(tmp_path / "shared.py")
+    (gold / "__pycache__" / "shared.cpython-311.pyc").write_bytes(b"\x00\n\n\n")
+    size, measured = gold_size(gold, "operate")
+    assert size == {"gold_files": 2, "gold_lines_added": 4, "gold_lines_removed": 0}
+    assert [p.name for p in measured] == ["shared.py", "solve.sh"]
 
 
 def test_runs_with_the_skills_overlay_are_kept_apart(tmp_path):

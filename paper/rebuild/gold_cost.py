@@ -52,7 +52,8 @@ def gold_size(gold: Path, category: str) -> tuple[dict, list[Path]]:
         stats = [patch_stats(p) for p in measured]
         files, added, removed = (sum(s[i] for s in stats) for i in range(3))
     else:  # every file is new to the workspace: all its lines are added, none removed
-        measured = sorted(p for p in gold.rglob("*") if p.is_file())
+        # not Python's bytecode, which running a gold's script here leaves beside it (a .pyc counted as a file once)
+        measured = sorted(p for p in gold.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
         files, added, removed = len(measured), sum(p.read_bytes().count(b"\n") for p in measured), 0
     return {"gold_files": files, "gold_lines_added": added, "gold_lines_removed": removed}, measured
 
