@@ -121,7 +121,7 @@ done
     "disk $(df -h --output=avail "$scratch" 2>/dev/null | tail -n 1 | tr -d ' ') free"
   find "$scratch" -path '*/work-lane*' -path '*/artifacts/*' -name '*.log' -mmin -1 2>/dev/null | while read -r log; do
     echo "${log#"$scratch"/} $(grep -aoE 'iteration +[0-9]+/ *[0-9]+|step[: ]+[0-9]+|lm loss: [^ ]+|loss[: ]+[^ ]+' \
-      "$log" | tail -n 2 | tr '\n' ' ')"
+      "$log" 2>/dev/null | tail -n 2 | tr '\n' ' ')"
   done
 done >> "$OUT/feature-gpu1-progress.log" 2>&1) &
 progress=$!
