@@ -5,7 +5,8 @@
 The committed `paper/outputs/` is the reference (what the paper's tables and figures show); `make kick-tires`,
 `make reproduce` and `nox -s figures` rebuild into `build/paper/` and end with this comparison. Per table:
 "same" (every compared cell equal), "within tolerance" (numbers off by no more than the tolerance stated for
-that result below) or "differs", with the cells that differ (reference -> new). Columns that name where or
+that result below), "same, plus new measurements" (a table with a row per measurement that keeps every
+reference row and adds some) or "differs", with the cells that differ (reference -> new). Columns that name where or
 when an output was made (commit, call, record, date, freshness) are not compared. A figure is "same records"
 when its sidecar names the same input files with the same sha256, else "other records" (its table says how
 the numbers moved). An output present on one side only is said so.
@@ -15,6 +16,7 @@ import argparse
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +49,9 @@ TOLERANCE = {
         "status compared; CPU tokens/s and memory not (they measure the machine, not the code)",
     ),
 }
+# Tables with a row per measurement, where a rebuild after new validation runs adds rows (a blind set measured again):
+# every reference row kept as it was, plus new ones, is its own verdict, not "differs".
+APPENDS_MEASUREMENTS = {"validation_blind"}
 
 
 def read(path: Path) -> pd.DataFrame:
@@ -68,6 +73,15 @@ def cut(value: str) -> str:
     return repr(value if len(value) <= 60 else value[:57] + "...")
 
 
+def appended_rows(ref: pd.DataFrame, new: pd.DataFrame) -> list[str] | None:
+    """The rows `new` adds where it keeps every row of `ref` as it was (in any order), else None."""
+    left = Counter(map(tuple, new.values))
+    left.subtract(Counter(map(tuple, ref.values)))
+    if any(n < 0 for n in left.values()):
+        return None
+    return [cut(", ".join(row)) for row, n in left.items() for _ in range(n)]
+
+
 def compare_table(ref: pd.DataFrame, new: pd.DataFrame, name: str) -> tuple[str, str]:
     """(verdict, detail) for one table."""
     keys, tol, words = TOLERANCE.get(name, (None, 0.0, "exact"))
@@ -81,6 +95,8 @@ def compare_table(ref: pd.DataFrame, new: pd.DataFrame, name: str) -> tuple[str,
             gone, added = set(ref.index) - set(new.index), set(new.index) - set(ref.index)
             return "differs", f"rows: {len(gone)} gone {sorted(gone)[:2]}, {len(added)} new {sorted(added)[:2]}"
     elif ref.shape != new.shape:
+        if name in APPENDS_MEASUREMENTS and (added := appended_rows(ref, new)) is not None:
+            return "same, plus new measurements", f"{len(added)} row(s) added: " + "; ".join(added[:3])
         return "differs", f"{len(ref)} rows in the reference, {len(new)} here"
     exact, loose = [], []
     for (row, a), (_, b) in zip(ref.iterrows(), new.iterrows()):

@@ -354,6 +354,22 @@ def test_compare_says_same_within_tolerance_or_differs(tmp_path, built):
     assert main(["--new", str(tmp_path / "nothing")]) == 2
 
 
+def test_compare_tells_a_blind_set_measured_again_from_a_changed_measurement(tmp_path, built):
+    """validation_blind has a row per measurement: a rebuild after a new validation run adds one ("again, at later
+    keys") and changes none, which is not "differs"; a reference row changed or gone still is."""
+    from paper.compare import compare
+
+    new = tmp_path / "outputs"
+    shutil.copytree(built[1], new)
+    blind = pd.read_csv(new / "validation_blind.csv", dtype=str, keep_default_na=False)
+    again = blind.iloc[[0]].assign(record="20990101T000000Z.json", role="again, at later keys")
+    pd.concat([again, blind]).to_csv(new / "validation_blind.csv", index=False)
+    verdict, detail = {n: (v, d) for n, v, d in compare(built[1], new)}["validation_blind"]
+    assert verdict == "same, plus new measurements" and detail.startswith("1 row(s) added: ")
+    pd.concat([again, blind.iloc[1:]]).to_csv(new / "validation_blind.csv", index=False)  # one added, one gone
+    assert {n: v for n, v, _ in compare(built[1], new)}["validation_blind"] == "differs"
+
+
 def test_scrub_records_removes_machine_paths_and_gives_each_call_its_command(tmp_path):
     """paper/scrub_records.py: tool words and absolute paths outside the repository go, a throughput call without
     a command gets the equivalent one, and a second pass changes nothing."""
